@@ -1,0 +1,35 @@
+// Command nodeagent is a standalone Kubernetes node agent: it runs the
+// pods of a manifest directory on a CRI runtime, as the kubelet runs
+// static pods.
+//
+//	nodeagent [flags]            run the agent
+//	nodeagent pods [flags]       list pods from the status directory
+//	nodeagent describe NAME      print one pod (spec and status) as YAML
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	args := os.Args[1:]
+	var err error
+	switch {
+	case len(args) > 0 && args[0] == "pods":
+		err = cmdPods(args[1:])
+	case len(args) > 0 && args[0] == "describe":
+		err = cmdDescribe(args[1:])
+	default:
+		err = cmdRun(args)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeagent:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+// options are nodeagent's settings. Flag names follow the kubelet's
+// wherever one exists; a --config file in the KubeletConfiguration shape
+// sets the same settings, and flags given on the command line win over it,
+// as with the kubelet.
+type options struct {
+	configFile               string
+	manifestDir              string
+	fileCheckFrequency       time.Duration
+	syncFrequency            time.Duration
+	containerRuntimeEndpoint string
+	runtimeRequestTimeout    time.Duration
+	imagePullTimeout         time.Duration
+	rootDir                  string
+	podLogsDir               string
+	statusDir                string
+	hostnameOverride         string
+	nodeIP                   string
+	maxPods                  int
+	podCIDR                  string
+	cniConfDir               string
+	cniBinDir                string
+	cpuManagerPolicy         string
+	reservedCPUs             string
+	nodeLabels               labelMap
+	kubeconfig               string
+	maxRestartBackoff        time.Duration
+	verbosity                int
+}
+
+type labelMap map[string]string
+
+func (m *labelMap) String() string {
+	var parts []string
+	for k, v := range *m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (m *labelMap) Set(s string) error {
+	if *m == nil {
+		*m = labelMap{}
+	}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("node label %q: want key=value", kv)
+		}
+		(*m)[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return nil
+}
+
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
+	fs.StringVar(&o.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); command-line flags override it")
+	fs.StringVar(&o.manifestDir, "manifest-dir", "", "directory of static pod manifests (YAML or JSON)")
+	fs.StringVar(&o.manifestDir, "pod-manifest-path", "", "alias of --manifest-dir (kubelet's name)")
+	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", 20*time.Second, "period of the manifest directory re-list that catches missed inotify events")
+	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "longest time between two syncs of a running pod")
+	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint (unix socket)")
+	fs.DurationVar(&o.runtimeRequestTimeout, "runtime-request-timeout", 2*time.Minute, "timeout of every CRI call but image pulls")
+	fs.DurationVar(&o.imagePullTimeout, "image-pull-timeout", 5*time.Minute, "timeout of one image pull")
+	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/nodeagent", "directory for pod volumes and agent state")
+	fs.StringVar(&o.podLogsDir, "pod-logs-dir", "/var/log/pods", "root of container log files: <dir>/<ns>_<name>_<uid>/<container>/<restart>.log")
+	fs.StringVar(&o.statusDir, "status-dir", "", "where pod statuses are published (default <root-dir>/status)")
+	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "node name instead of the host name")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "node IP reported as hostIP (default: first non-loopback IPv4)")
+	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods this node runs")
+	fs.StringVar(&o.podCIDR, "pod-cidr", "", "the node's pod CIDR; passed to the runtime and used for a default CNI conflist when --cni-conf-dir has none")
+	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config dir the runtime uses (checked at start)")
+	fs.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin dir the runtime uses (checked at start)")
+	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none")
+	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the system (static policy)")
+	fs.Var(&o.nodeLabels, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of an API server to take pods from (not yet supported)")
+	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
+	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
+	return fs
+}
+
+// parseOptions parses args; the config file fills what the command line
+// did not set.
+func parseOptions(args []string) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["pod-manifest-path"] {
+		set["manifest-dir"] = true
+	}
+	if o.configFile != "" {
+		if err := applyConfigFile(o, o.configFile, set); err != nil {
+			return nil, err
+		}
+	}
+	return o, o.validate()
+}
+
+// applyConfigFile reads a KubeletConfiguration and applies each field the
+// command line did not set.
+func applyConfigFile(o *options, path string, set map[string]bool) error {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var kc kubeletv1beta1.KubeletConfiguration
+	if err := yaml.UnmarshalStrict(body, &kc); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if kc.Kind != "KubeletConfiguration" || kc.APIVersion != "kubelet.config.k8s.io/v1beta1" {
+		return fmt.Errorf("config file %s: want kind KubeletConfiguration, apiVersion kubelet.config.k8s.io/v1beta1; got %q %q", path, kc.Kind, kc.APIVersion)
+	}
+	str := func(flag string, dst *string, v string) {
+		if !set[flag] && v != "" {
+			*dst = v
+		}
+	}
+	dur := func(flag string, dst *time.Duration, v time.Duration) {
+		if !set[flag] && v != 0 {
+			*dst = v
+		}
+	}
+	str("manifest-dir", &o.manifestDir, kc.StaticPodPath)
+	str("container-runtime-endpoint", &o.containerRuntimeEndpoint, kc.ContainerRuntimeEndpoint)
+	str("pod-cidr", &o.podCIDR, kc.PodCIDR)
+	str("cpu-manager-policy", &o.cpuManagerPolicy, kc.CPUManagerPolicy)
+	str("reserved-cpus", &o.reservedCPUs, kc.ReservedSystemCPUs)
+	str("pod-logs-dir", &o.podLogsDir, kc.PodLogsDir)
+	dur("file-check-frequency", &o.fileCheckFrequency, kc.FileCheckFrequency.Duration)
+	dur("sync-frequency", &o.syncFrequency, kc.SyncFrequency.Duration)
+	dur("runtime-request-timeout", &o.runtimeRequestTimeout, kc.RuntimeRequestTimeout.Duration)
+	if kc.CrashLoopBackOff.MaxContainerRestartPeriod != nil {
+		dur("max-container-restart-period", &o.maxRestartBackoff, kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration)
+	}
+	if !set["max-pods"] && kc.MaxPods != 0 {
+		o.maxPods = int(kc.MaxPods)
+	}
+	return nil
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.manifestDir == "" && o.kubeconfig == "" {
+		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config)"))
+	}
+	if o.kubeconfig != "" {
+		errs = append(errs, errors.New("--kubeconfig: API server mode is not built yet; run with --manifest-dir"))
+	}
+	switch o.cpuManagerPolicy {
+	case "none", "":
+	case "static":
+		errs = append(errs, errors.New("--cpu-manager-policy=static is not built yet; use none"))
+	default:
+		errs = append(errs, fmt.Errorf("--cpu-manager-policy %q: want none", o.cpuManagerPolicy))
+	}
+	if o.maxPods < 0 {
+		errs = append(errs, errors.New("--max-pods must be >= 0"))
+	}
+	if o.maxRestartBackoff < 10*time.Second {
+		errs = append(errs, errors.New("--max-container-restart-period must be at least 10s"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/status"
+)
+
+// cmdPods prints the published pods like `kubectl get pods`.
+func cmdPods(args []string) error {
+	fs := flag.NewFlagSet("pods", flag.ContinueOnError)
+	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pods, err := status.List(statusDir(*root, *dir))
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP")
+	for _, p := range pods {
+		ready, restarts := 0, int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Ready {
+				ready++
+			}
+			restarts += c.RestartCount
+		}
+		age := "-"
+		if p.Status.StartTime != nil {
+			age = time.Since(p.Status.StartTime.Time).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\t%d\t%s\t%s\n", p.Namespace, p.Name, ready, len(p.Spec.Containers),
+			displayStatus(p), restarts, age, p.Status.PodIP)
+	}
+	return w.Flush()
+}
+
+// displayStatus is kubectl's STATUS column: the pod reason, else the first
+// waiting or terminated container reason, else the phase.
+func displayStatus(p *v1.Pod) string {
+	if p.Status.Reason != "" {
+		return p.Status.Reason
+	}
+	for _, c := range p.Status.InitContainerStatuses {
+		if c.State.Terminated != nil && c.State.Terminated.ExitCode == 0 {
+			continue
+		}
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "PodInitializing" {
+			return "Init:" + c.State.Waiting.Reason
+		}
+		return fmt.Sprintf("Init:%d/%d", countDone(p.Status.InitContainerStatuses), len(p.Spec.InitContainers))
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "" {
+			return c.State.Waiting.Reason
+		}
+		if c.State.Terminated != nil && c.State.Terminated.Reason != "" {
+			return c.State.Terminated.Reason
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+func countDone(cs []v1.ContainerStatus) int {
+	n := 0
+	for _, c := range cs {
+		if c.State.Terminated != nil && c.State.Terminated.ExitCode == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// cmdDescribe prints one published pod as YAML.
+func cmdDescribe(args []string) error {
+	fs := flag.NewFlagSet("describe", flag.ContinueOnError)
+	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: nodeagent describe [--status-dir DIR] [NAMESPACE/]NAME")
+	}
+	want := fs.Arg(0)
+	pods, err := status.List(statusDir(*root, *dir))
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.Name == want || p.Namespace+"/"+p.Name == want || strings.TrimSuffix(p.Name, "-"+p.Spec.NodeName) == want {
+			out, err := yaml.Marshal(p)
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(out)
+			return err
+		}
+	}
+	return fmt.Errorf("pod %q not found in %s", want, statusDir(*root, *dir))
+}
+
+func statusDir(root, dir string) string {
+	if dir != "" {
+		return dir
+	}
+	return filepath.Join(root, "status")
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/admit"
+	"github.com/nodeagent/nodeagent/internal/backoff"
+	"github.com/nodeagent/nodeagent/internal/cni"
+	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/pleg"
+	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podsource"
+	"github.com/nodeagent/nodeagent/internal/status"
+	"github.com/nodeagent/nodeagent/internal/syncloop"
+)
+
+func newLogger(verbosity int) (*zap.Logger, error) {
+	cfg := zap.NewProductionConfig()
+	cfg.Encoding = "console"
+	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	cfg.Sampling = nil
+	if verbosity >= 4 {
+		cfg.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
+	}
+	return cfg.Build()
+}
+
+func cmdRun(args []string) error {
+	o, err := parseOptions(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.verbosity)
+	if err != nil {
+		return err
+	}
+	defer log.Sync() //nolint:errcheck
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, log); err != nil {
+		log.Error("nodeagent stopped", zap.Error(err))
+		return err
+	}
+	log.Info("nodeagent stopped; pods keep running and are adopted at the next start")
+	return nil
+}
+
+func run(ctx context.Context, o *options, log *zap.Logger) error {
+	clk := clock.RealClock{}
+	nodeName := o.hostnameOverride
+	if nodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("get host name (or give --hostname-override): %w", err)
+		}
+		nodeName = h
+	}
+	nodeName = strings.ToLower(nodeName)
+	nodeIP := o.nodeIP
+	if nodeIP == "" {
+		nodeIP = firstIPv4()
+	}
+	statusDir := o.statusDir
+	if statusDir == "" {
+		statusDir = filepath.Join(o.rootDir, "status")
+	}
+	log.Info("starting nodeagent", zap.String("node", nodeName), zap.String("nodeIP", nodeIP),
+		zap.String("manifestDir", o.manifestDir), zap.String("runtime", o.containerRuntimeEndpoint))
+
+	if o.podCIDR != "" {
+		wrote, err := cni.EnsureDefault(o.cniConfDir, cni.BridgeConfig{
+			Name: "nodeagent", Bridge: "nabr0", PodCIDR: o.podCIDR, DataDir: filepath.Join(o.rootDir, "cni", "networks"),
+		})
+		if err != nil {
+			return fmt.Errorf("write default CNI config: %w", err)
+		}
+		if wrote {
+			log.Info("wrote default CNI config for the pod CIDR", zap.String("dir", o.cniConfDir), zap.String("podCIDR", o.podCIDR))
+		}
+	}
+	if n, err := cni.Check(o.cniConfDir, o.cniBinDir); err != nil {
+		log.Warn("CNI configuration problem; the runtime reports NetworkReady=false until it is fixed", zap.Error(err))
+	} else {
+		log.Info("CNI network", zap.String("network", n.Name), zap.String("file", n.File), zap.Strings("plugins", n.Plugins))
+	}
+
+	conn, err := cri.Dial(o.containerRuntimeEndpoint)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	runtimeName := "containerd"
+	if info, err := cri.Check(ctx, conn, o.runtimeRequestTimeout); err != nil {
+		log.Warn("container runtime not ready yet; the sync loop waits for it", zap.Error(err))
+	} else {
+		runtimeName = info.Name
+		log.Info("container runtime", zap.String("name", info.Name), zap.String("version", info.Version), zap.String("cri", info.APIVersion))
+	}
+	if o.podCIDR != "" {
+		cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
+		_, err := conn.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{
+			RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: o.podCIDR}}})
+		cancel()
+		if err != nil {
+			log.Warn("pass pod CIDR to the runtime", zap.Error(err))
+		}
+	}
+
+	rt, err := cri.New(cri.Config{
+		Client: conn, Logger: log, Clock: clk,
+		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
+		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
+		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
+		NodeName:  nodeName, NodeIP: nodeIP,
+	})
+	if err != nil {
+		return err
+	}
+	statuses, err := status.NewManager(statusDir, runtimeName, nodeIP, clk, log)
+	if err != nil {
+		return err
+	}
+	mux := podsource.NewMux(pod.SourceFile)
+	dir, err := podsource.NewDir(podsource.DirConfig{
+		Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
+		Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+	})
+	if err != nil {
+		return err
+	}
+	plegG := pleg.NewGeneric(rt, clk, log, 1000)
+
+	var health atomic.Pointer[error]
+	checkHealth := func() {
+		err := cri.Ready(ctx, conn, 10*time.Second)
+		health.Store(&err)
+	}
+	checkHealth()
+
+	labels := map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
+	for k, v := range o.nodeLabels {
+		labels[k] = v
+	}
+	loop, err := syncloop.New(syncloop.Config{
+		Updates:      mux.Updates(),
+		SourcesReady: mux.SeenAll,
+		Runtime:      rt,
+		PLEG:         plegG,
+		Status:       statuses,
+		Admit: admit.Chain{
+			admit.MaxPods(o.maxPods),
+			admit.Resources(allocatable()),
+			admit.NodeSelector(labels),
+			admit.HostPorts(),
+		},
+		RuntimeHealth: func() error {
+			if p := health.Load(); p != nil {
+				return *p
+			}
+			return nil
+		},
+		Clock:        clk,
+		Logger:       log,
+		ResyncPeriod: o.syncFrequency,
+		Housekeeping: rt.GC,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return dir.Run(gctx) })
+	g.Go(func() error { plegG.Run(gctx, time.Second); return nil })
+	g.Go(func() error { loop.Run(gctx); return nil })
+	g.Go(func() error {
+		t := clk.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C():
+				checkHealth()
+			}
+		}
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// allocatable is the node's CPU and memory.
+func allocatable() v1.ResourceList {
+	l := v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI)}
+	var info syscall.Sysinfo_t
+	if syscall.Sysinfo(&info) == nil {
+		l[v1.ResourceMemory] = *resource.NewQuantity(int64(info.Totalram)*int64(info.Unit), resource.BinarySI)
+	}
+	return l
+}
+
+func firstIPv4() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}

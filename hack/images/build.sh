@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Build the nodeagent rig's test images OFFLINE as OCI image layouts.
+#
+#   hack/images/build.sh OUTDIR
+#
+# Produces (deterministically: fixed mtimes, sorted tar, gzip -n):
+#   OUTDIR/pause    OCI layout, ref "3.10"   static /pause (hack/images/pause.c)
+#   OUTDIR/busybox  OCI layout, ref "1.36"   /bin/busybox of busybox-static + applet links
+#
+# Needs: gcc (+ libc6-dev for -static), busybox-static, tar, gzip, sha256sum.
+# Pushing is done by hack/rig.sh with skopeo.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+OUT="${1:?usage: build.sh OUTDIR}"
+BUSYBOX_BIN="${BUSYBOX_BIN:-/bin/busybox}"
+
+die() { echo "build.sh: $*" >&2; exit 1; }
+[ -x "$BUSYBOX_BIN" ] || die "$BUSYBOX_BIN missing (apt-get install busybox-static)"
+command -v gcc >/dev/null || die "gcc missing"
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+fsize() { stat -c %s "$1"; }
+
+# make_layout LAYOUT_DIR ROOTFS_DIR REF CONFIG_BODY
+#   CONFIG_BODY: JSON object body for the image "config" member.
+make_layout() {
+	local dir="$1" rootfs="$2" ref="$3" cfgbody="$4"
+	rm -rf "$dir"
+	mkdir -p "$dir/blobs/sha256"
+	local tmp="$dir.tmp"
+	rm -rf "$tmp"; mkdir -p "$tmp"
+
+	# Deterministic layer tar.
+	tar --sort=name --mtime='@0' --owner=0 --group=0 --numeric-owner \
+		--format=gnu -C "$rootfs" -cf "$tmp/layer.tar" .
+	local diffid; diffid="$(sha "$tmp/layer.tar")"
+	gzip -n -9 -c "$tmp/layer.tar" >"$tmp/layer.tar.gz"
+	local ldig lsize
+	ldig="$(sha "$tmp/layer.tar.gz")"; lsize="$(fsize "$tmp/layer.tar.gz")"
+	mv "$tmp/layer.tar.gz" "$dir/blobs/sha256/$ldig"
+
+	printf '%s' "{\"created\":\"1970-01-01T00:00:00Z\",\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{$cfgbody},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"sha256:$diffid\"]},\"history\":[{\"created\":\"1970-01-01T00:00:00Z\",\"created_by\":\"nodeagent hack/images/build.sh\"}]}" >"$tmp/config.json"
+	local cdig csize
+	cdig="$(sha "$tmp/config.json")"; csize="$(fsize "$tmp/config.json")"
+	mv "$tmp/config.json" "$dir/blobs/sha256/$cdig"
+
+	printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\",\"digest\":\"sha256:$cdig\",\"size\":$csize},\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"sha256:$ldig\",\"size\":$lsize}]}" >"$tmp/manifest.json"
+	local mdig msize
+	mdig="$(sha "$tmp/manifest.json")"; msize="$(fsize "$tmp/manifest.json")"
+	mv "$tmp/manifest.json" "$dir/blobs/sha256/$mdig"
+
+	printf '%s' "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:$mdig\",\"size\":$msize,\"platform\":{\"architecture\":\"amd64\",\"os\":\"linux\"},\"annotations\":{\"org.opencontainers.image.ref.name\":\"$ref\"}}]}" >"$dir/index.json"
+	printf '%s' '{"imageLayoutVersion":"1.0.0"}' >"$dir/oci-layout"
+	rm -rf "$tmp"
+	echo "built $dir ($ref) manifest sha256:$mdig layer $lsize bytes"
+}
+
+WORK="$OUT/.work"
+rm -rf "$WORK"; mkdir -p "$WORK"
+
+# --- pause -------------------------------------------------------------
+P="$WORK/pause-rootfs"
+mkdir -p "$P"
+gcc -static -Os -s -Wl,--build-id=none -o "$P/pause" "$HERE/pause.c"
+chmod 0755 "$P/pause"
+make_layout "$OUT/pause" "$P" "3.10" \
+	'"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Entrypoint":["/pause"],"User":"0"'
+
+# --- busybox -----------------------------------------------------------
+B="$WORK/busybox-rootfs"
+mkdir -p "$B/bin" "$B/etc" "$B/tmp" "$B/root" "$B/proc" "$B/sys" "$B/dev" "$B/var" "$B/home"
+chmod 1777 "$B/tmp"; chmod 0700 "$B/root"
+cp "$BUSYBOX_BIN" "$B/bin/busybox"; chmod 0755 "$B/bin/busybox"
+while IFS= read -r applet; do
+	case "$applet" in ""|busybox|*/*) continue ;; esac
+	ln -sf busybox "$B/bin/$applet"
+done < <("$BUSYBOX_BIN" --list)
+cat >"$B/etc/passwd" <<'EOP'
+root:x:0:0:root:/root:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+EOP
+cat >"$B/etc/group" <<'EOG'
+root:x:0:
+nogroup:x:65534:
+EOG
+cat >"$B/etc/hosts" <<'EOH'
+127.0.0.1	localhost
+::1	localhost ip6-localhost ip6-loopback
+EOH
+echo 'hosts: files' >"$B/etc/nsswitch.conf"
+chmod 0644 "$B"/etc/*
+make_layout "$OUT/busybox" "$B" "1.36" \
+	'"Env":["PATH=/bin"],"Cmd":["sh"]'
+
+rm -rf "$WORK"

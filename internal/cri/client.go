@@ -1,0 +1,154 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Errors callers tell apart with errors.Is.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrUnavailable = errors.New("runtime unavailable")
+)
+
+// Client is the subset of the CRI runtime and image services the agent
+// uses. *Conn satisfies it; tests use critest.Fake.
+type Client interface {
+	Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
+	Status(ctx context.Context, in *runtimeapi.StatusRequest, opts ...grpc.CallOption) (*runtimeapi.StatusResponse, error)
+	UpdateRuntimeConfig(ctx context.Context, in *runtimeapi.UpdateRuntimeConfigRequest, opts ...grpc.CallOption) (*runtimeapi.UpdateRuntimeConfigResponse, error)
+	RunPodSandbox(ctx context.Context, in *runtimeapi.RunPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error)
+	StopPodSandbox(ctx context.Context, in *runtimeapi.StopPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.StopPodSandboxResponse, error)
+	RemovePodSandbox(ctx context.Context, in *runtimeapi.RemovePodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.RemovePodSandboxResponse, error)
+	PodSandboxStatus(ctx context.Context, in *runtimeapi.PodSandboxStatusRequest, opts ...grpc.CallOption) (*runtimeapi.PodSandboxStatusResponse, error)
+	ListPodSandbox(ctx context.Context, in *runtimeapi.ListPodSandboxRequest, opts ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error)
+	CreateContainer(ctx context.Context, in *runtimeapi.CreateContainerRequest, opts ...grpc.CallOption) (*runtimeapi.CreateContainerResponse, error)
+	StartContainer(ctx context.Context, in *runtimeapi.StartContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StartContainerResponse, error)
+	StopContainer(ctx context.Context, in *runtimeapi.StopContainerRequest, opts ...grpc.CallOption) (*runtimeapi.StopContainerResponse, error)
+	RemoveContainer(ctx context.Context, in *runtimeapi.RemoveContainerRequest, opts ...grpc.CallOption) (*runtimeapi.RemoveContainerResponse, error)
+	ListContainers(ctx context.Context, in *runtimeapi.ListContainersRequest, opts ...grpc.CallOption) (*runtimeapi.ListContainersResponse, error)
+	ContainerStatus(ctx context.Context, in *runtimeapi.ContainerStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ContainerStatusResponse, error)
+	ExecSync(ctx context.Context, in *runtimeapi.ExecSyncRequest, opts ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error)
+	GetContainerEvents(ctx context.Context, in *runtimeapi.GetEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[runtimeapi.ContainerEventResponse], error)
+
+	ImageStatus(ctx context.Context, in *runtimeapi.ImageStatusRequest, opts ...grpc.CallOption) (*runtimeapi.ImageStatusResponse, error)
+	PullImage(ctx context.Context, in *runtimeapi.PullImageRequest, opts ...grpc.CallOption) (*runtimeapi.PullImageResponse, error)
+}
+
+// Conn is a connection to a CRI runtime; it implements Client.
+type Conn struct {
+	runtimeapi.RuntimeServiceClient
+	runtimeapi.ImageServiceClient
+	cc *grpc.ClientConn
+}
+
+// Dial connects to endpoint ("unix:///run/containerd/containerd.sock" or
+// a bare socket path). It does not talk to the runtime yet; see Check.
+func Dial(endpoint string) (*Conn, error) {
+	target := endpoint
+	if strings.HasPrefix(target, "/") {
+		target = "unix://" + target
+	}
+	if !strings.HasPrefix(target, "unix://") {
+		return nil, fmt.Errorf("container runtime endpoint %q: only unix sockets are supported", endpoint)
+	}
+	cc, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
+	}
+	return &Conn{
+		RuntimeServiceClient: runtimeapi.NewRuntimeServiceClient(cc),
+		ImageServiceClient:   runtimeapi.NewImageServiceClient(cc),
+		cc:                   cc,
+	}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.cc.Close() }
+
+// RuntimeInfo is what Check learnt about the runtime.
+type RuntimeInfo struct {
+	Name, Version, APIVersion string
+}
+
+// Check asks the runtime for its version (CRI v1 is required) and its
+// RuntimeReady and NetworkReady conditions.
+func Check(ctx context.Context, c Client, timeout time.Duration) (RuntimeInfo, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := c.Version(cctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return RuntimeInfo{}, fmt.Errorf("get runtime version: %w", translate(err))
+	}
+	info := RuntimeInfo{Name: v.RuntimeName, Version: v.RuntimeVersion, APIVersion: v.RuntimeApiVersion}
+	if v.RuntimeApiVersion != "v1" {
+		return info, fmt.Errorf("runtime %s %s speaks CRI %q; CRI v1 is required", v.RuntimeName, v.RuntimeVersion, v.RuntimeApiVersion)
+	}
+	return info, Ready(ctx, c, timeout)
+}
+
+// Ready returns nil when the runtime reports RuntimeReady and NetworkReady,
+// or an error naming the condition that is not true and why.
+func Ready(ctx context.Context, c Client, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := c.Status(cctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return fmt.Errorf("get runtime status: %w", translate(err))
+	}
+	if st.Status == nil {
+		return errors.New("runtime status: no conditions reported")
+	}
+	var problems []string
+	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+		found := false
+		for _, cond := range st.Status.Conditions {
+			if cond.Type != want {
+				continue
+			}
+			found = true
+			if !cond.Status {
+				problems = append(problems, fmt.Sprintf("%s=false (%s: %s)", want, cond.Reason, cond.Message))
+			}
+		}
+		if !found {
+			problems = append(problems, want+" not reported")
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("runtime not ready: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// translate maps gRPC codes to the package's sentinel errors, keeping the
+// message.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch s.Code() {
+	case codes.NotFound:
+		return fmt.Errorf("%w: %s", ErrNotFound, s.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, s.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%w: deadline exceeded: %s", ErrUnavailable, s.Message())
+	}
+	return fmt.Errorf("%s: %s", s.Code(), s.Message())
+}

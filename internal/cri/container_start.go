@@ -1,0 +1,191 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// Container waiting reasons the kubelet reports (kuberuntime/container.go).
+const (
+	ReasonContainerCreating          = "ContainerCreating"
+	ReasonPodInitializing            = "PodInitializing"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonCreateContainerError       = "CreateContainerError"
+	ReasonRunContainerError          = "RunContainerError"
+)
+
+// startError is a container start failure with its waiting reason.
+type startError struct {
+	reason string
+	err    error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
+// containerConfig builds the CRI config of one container
+// (kuberuntime_container.go generateContainerConfig).
+func (r *Runtime) containerConfig(p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef, podIP string) (*runtimeapi.ContainerConfig, error) {
+	env, err := r.envFor(p, c, podIP)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := r.mountsFor(p, c)
+	if err != nil {
+		return nil, err
+	}
+	kv := make([]*runtimeapi.KeyValue, 0, len(env))
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: imageRef, UserSpecifiedImage: c.Image},
+		Command:     expandAll(c.Command, env),
+		Args:        expandAll(c.Args, env),
+		WorkingDir:  c.WorkingDir,
+		Envs:        kv,
+		Mounts:      mounts,
+		Labels:      containerLabels(p, c),
+		Annotations: containerAnnotations(p, c, restartCount, init),
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(c),
+			SecurityContext: securityContext(p, c),
+		},
+	}
+	if c.TerminationMessagePath != "" {
+		// The kubelet bind-mounts a per-container file for the termination
+		// message; so do we, under the pod directory.
+		dir := filepath.Join(r.PodDir(string(p.UID)), "containers", c.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create termination message directory: %w", err)
+		}
+		f := filepath.Join(dir, strconv.Itoa(restartCount))
+		if err := os.WriteFile(f, nil, 0o666); err != nil {
+			return nil, fmt.Errorf("create termination message file: %w", err)
+		}
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
+	}
+	return cfg, nil
+}
+
+// linuxResources maps requests and limits the way the kubelet does
+// (pkg/kubelet/kuberuntime/kuberuntime_container_linux.go).
+func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	const period = 100000
+	res := &runtimeapi.LinuxContainerResources{}
+	cpuReq := c.Resources.Requests.Cpu().MilliValue()
+	cpuLim := c.Resources.Limits.Cpu().MilliValue()
+	if cpuReq == 0 && cpuLim > 0 {
+		cpuReq = cpuLim
+	}
+	shares := cpuReq * 1024 / 1000
+	if shares < 2 {
+		shares = 2
+	}
+	res.CpuShares = shares
+	if cpuLim > 0 {
+		res.CpuPeriod = period
+		res.CpuQuota = cpuLim * period / 1000
+		if res.CpuQuota < 1000 {
+			res.CpuQuota = 1000
+		}
+	}
+	if mem := c.Resources.Limits.Memory().Value(); mem > 0 {
+		res.MemoryLimitInBytes = mem
+	}
+	return res
+}
+
+func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(p)}
+	if psc := p.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = psc.SupplementalGroups
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		return sc
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *csc.RunAsUser}
+	}
+	if csc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *csc.RunAsGroup}
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if csc.AllowPrivilegeEscalation != nil {
+		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	return sc
+}
+
+// startContainer pulls the image, creates and starts one container. The
+// restart count is one more than the newest earlier instance's, so it
+// survives an agent restart through the container annotation.
+func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger) error {
+	imageRef, err := r.ensureImage(ctx, p, c, sandbox)
+	if err != nil {
+		return err
+	}
+	restartCount := 0
+	if prev := st.Latest(c.Name, init); prev != nil {
+		restartCount = prev.RestartCount + 1
+	}
+	cfg, err := r.containerConfig(p, c, restartCount, init, imageRef, podIP)
+	if err != nil {
+		return &startError{ReasonCreateContainerConfigError, err}
+	}
+	if err := os.MkdirAll(filepath.Join(sandbox.LogDirectory, c.Name), 0o755); err != nil {
+		return &startError{ReasonCreateContainerError, fmt.Errorf("create container log directory: %w", err)}
+	}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	created, err := r.c.CreateContainer(cctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandboxID, Config: cfg, SandboxConfig: sandbox,
+	})
+	if err != nil {
+		return &startError{ReasonCreateContainerError, fmt.Errorf("create container: %w", translate(err))}
+	}
+	log = log.With(zap.String("containerID", created.ContainerId))
+	if _, err := r.c.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
+		return &startError{ReasonRunContainerError, fmt.Errorf("start container: %w", translate(err))}
+	}
+	log.Info("container started", zap.Int("restartCount", restartCount))
+	return nil
+}

@@ -1,0 +1,83 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The kubelet's image waiting reasons (pkg/kubelet/images/types.go).
+const (
+	ReasonErrImagePull      = "ErrImagePull"
+	ReasonImagePullBackOff  = "ImagePullBackOff"
+	ReasonErrImageNeverPull = "ErrImageNeverPull"
+	ReasonInvalidImageName  = "InvalidImageName"
+)
+
+// imageError carries a waiting reason.
+type imageError struct {
+	reason string
+	msg    string
+	retry  time.Duration
+}
+
+func (e *imageError) Error() string { return e.msg }
+
+// ensureImage makes sure c's image is present according to its pull
+// policy and returns the image reference to create the container with.
+// While a pull of the image for this pod is backed off it returns an
+// ImagePullBackOff error without asking the registry.
+func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	if c.Image == "" {
+		return "", &imageError{reason: ReasonInvalidImageName, msg: fmt.Sprintf("container %q has no image", c.Name)}
+	}
+	spec := &runtimeapi.ImageSpec{Image: c.Image}
+	present := ""
+	if c.ImagePullPolicy != v1.PullAlways {
+		cctx, cancel := r.callCtx(ctx)
+		resp, err := r.c.ImageStatus(cctx, &runtimeapi.ImageStatusRequest{Image: spec})
+		cancel()
+		if err != nil {
+			return "", &imageError{reason: ReasonErrImagePull, msg: fmt.Sprintf("get status of image %q: %v", c.Image, translate(err)), retry: r.cfg.ImagePull.Initial}
+		}
+		if resp.Image != nil {
+			present = resp.Image.Id
+		}
+	}
+	if present != "" {
+		return present, nil
+	}
+	if c.ImagePullPolicy == v1.PullNever {
+		return "", &imageError{reason: ReasonErrImageNeverPull, msg: fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)}
+	}
+	key := string(p.UID) + "/" + c.Image
+	if left := r.cfg.ImagePull.Remaining(key, r.cfg.Clock.Now()); left > 0 {
+		return "", &imageError{ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", c.Image), left}
+	}
+	log := r.log.With(zap.String("pod", p.Namespace+"/"+p.Name), zap.String("container", c.Name), zap.String("image", c.Image))
+	log.Info("pulling image")
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.PullTimeout)
+	defer cancel()
+	resp, err := r.c.PullImage(cctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	if err != nil {
+		delay := r.cfg.ImagePull.Next(key)
+		err = translate(err)
+		log.Warn("pull image failed; backing off", zap.Duration("backoff", delay), zap.Error(err))
+		return "", &imageError{ReasonErrImagePull, fmt.Sprintf("pull image %q: %v", c.Image, err), delay}
+	}
+	r.cfg.ImagePull.Reset(key)
+	log.Info("pulled image", zap.String("imageRef", resp.ImageRef))
+	return resp.ImageRef, nil
+}
+
+// asImageError extracts an image error.
+func asImageError(err error) (*imageError, bool) {
+	var ie *imageError
+	ok := errors.As(err, &ie)
+	return ie, ok
+}

@@ -1,0 +1,142 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// stopPod stops every running container at once, each with the grace
+// period, then stops every ready sandbox (which tears down its network).
+func (r *Runtime) stopPod(ctx context.Context, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, c := range st.Containers {
+		if c.State != pod.ContainerRunning && c.State != pod.ContainerCreated {
+			continue
+		}
+		wg.Add(1)
+		go func(c *pod.Container) {
+			defer wg.Done()
+			log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace))
+			if err := r.stopContainer(ctx, c.ID, grace); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, sb := range st.Sandboxes {
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		cctx, cancel := r.callCtx(ctx)
+		_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.ID})
+		cancel()
+		if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
+		}
+	}
+	return nil
+}
+
+func (r *Runtime) stopContainer(ctx context.Context, id string, grace int64) error {
+	// The call may take the whole grace period, plus the runtime's own time.
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second+r.cfg.CallTimeout)
+	defer cancel()
+	_, err := r.c.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
+	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop container %s: %w", id, err)
+	}
+	return nil
+}
+
+// KillPod ends a pod for good: containers stopped with the grace period
+// (gracePeriod < 0: the pod's own, or the one recorded on its containers
+// when p is nil), sandboxes stopped and removed, and its log and pod
+// directories deleted. Idempotent; NotFound is success.
+func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriodOverride int64) error {
+	log := r.log.With(zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(st.UID)))
+	grace := gracePeriodOverride
+	if grace < 0 {
+		var first *pod.Container
+		if len(st.Containers) > 0 {
+			first = st.Containers[0]
+		}
+		grace = gracePeriod(p, first)
+	}
+	if err := r.stopPod(ctx, st, grace, log); err != nil {
+		return err
+	}
+	for _, sb := range st.Sandboxes {
+		if err := r.removeSandbox(ctx, sb.ID); err != nil {
+			return err
+		}
+	}
+	for _, c := range st.Containers {
+		if err := r.RemoveContainer(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	if st.Name != "" && st.Namespace != "" {
+		dir := filepath.Join(r.cfg.PodLogsDir, st.Namespace+"_"+st.Name+"_"+string(st.UID))
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("remove pod log directory: %w", err)
+		}
+	}
+	if err := os.RemoveAll(r.PodDir(string(st.UID))); err != nil {
+		return fmt.Errorf("remove pod directory: %w", err)
+	}
+	log.Info("pod killed and removed", zap.Int("sandboxes", len(st.Sandboxes)), zap.Int("containers", len(st.Containers)))
+	return nil
+}
+
+func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	_, err := r.c.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer removes one container; NotFound is success.
+func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	_, err := r.c.RemoveContainer(cctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveSandbox stops and removes one sandbox (housekeeping of dead
+// sandboxes that are not a pod's newest).
+func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
+	cctx, cancel := r.callCtx(ctx)
+	_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	cancel()
+	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop pod sandbox %s: %w", id, err)
+	}
+	return r.removeSandbox(ctx, id)
+}

@@ -1,0 +1,180 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// ListPods lists every sandbox and container the agent owns, grouped by
+// pod UID, from two list calls: no per-container inspection, so exit codes
+// and start times are missing. PLEG relists with it; housekeeping finds
+// orphans with it.
+func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
+	filter := map[string]string{LabelManaged: "true"}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", translate(err))
+	}
+	cs, err := r.c.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", translate(err))
+	}
+	byUID := map[pod.UID]*pod.RuntimeStatus{}
+	get := func(labels map[string]string) *pod.RuntimeStatus {
+		uid := pod.UID(labels[LabelPodUID])
+		st, ok := byUID[uid]
+		if !ok {
+			st = &pod.RuntimeStatus{UID: uid, Name: labels[LabelPodName], Namespace: labels[LabelPodNamespace]}
+			byUID[uid] = st
+		}
+		return st
+	}
+	for _, sb := range sbs.Items {
+		st := get(sb.Labels)
+		st.Sandboxes = append(st.Sandboxes, sandboxFromList(sb))
+	}
+	for _, c := range cs.Containers {
+		st := get(c.Labels)
+		st.Containers = append(st.Containers, containerFromList(c))
+	}
+	out := make([]*pod.RuntimeStatus, 0, len(byUID))
+	for _, st := range byUID {
+		sortStatus(st)
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out, nil
+}
+
+// PodStatus returns everything the runtime knows about one pod, with every
+// container inspected (exit codes, reasons, times) and the newest
+// sandbox's IPs.
+func (r *Runtime) PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
+	filter := map[string]string{LabelPodUID: string(uid), LabelManaged: "true"}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list pod sandboxes: %w", translate(err))
+	}
+	cs, err := r.c.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: filter}})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", translate(err))
+	}
+	st := &pod.RuntimeStatus{UID: uid}
+	for _, sb := range sbs.Items {
+		st.Name, st.Namespace = sb.Labels[LabelPodName], sb.Labels[LabelPodNamespace]
+		st.Sandboxes = append(st.Sandboxes, sandboxFromList(sb))
+	}
+	for _, c := range cs.Containers {
+		pc := containerFromList(c)
+		resp, err := r.c.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		switch {
+		case err == nil && resp.Status != nil:
+			mergeContainerStatus(pc, resp.Status)
+		case errors.Is(translate(err), ErrNotFound):
+			continue // removed between list and inspect
+		case err != nil:
+			return nil, fmt.Errorf("inspect container %s: %w", c.Id, translate(err))
+		}
+		st.Containers = append(st.Containers, pc)
+	}
+	sortStatus(st)
+	if sb := st.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID})
+		if err == nil && resp.Status != nil && resp.Status.Network != nil {
+			sb.IP = resp.Status.Network.Ip
+			sb.IPs = []string{sb.IP}
+			for _, ip := range resp.Status.Network.AdditionalIps {
+				sb.IPs = append(sb.IPs, ip.Ip)
+			}
+		}
+	}
+	return st, nil
+}
+
+func sortStatus(st *pod.RuntimeStatus) {
+	sort.SliceStable(st.Sandboxes, func(i, j int) bool {
+		a, b := st.Sandboxes[i], st.Sandboxes[j]
+		if a.Attempt != b.Attempt {
+			return a.Attempt > b.Attempt
+		}
+		return a.CreatedAt.After(b.CreatedAt)
+	})
+	sort.SliceStable(st.Containers, func(i, j int) bool {
+		return st.Containers[i].CreatedAt.After(st.Containers[j].CreatedAt)
+	})
+}
+
+func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {
+	s := &pod.Sandbox{
+		ID:        sb.Id,
+		State:     sb.State,
+		CreatedAt: time.Unix(0, sb.CreatedAt),
+		SpecHash:  sb.Annotations[AnnotationSpecHash],
+	}
+	if sb.Metadata != nil {
+		s.Attempt = sb.Metadata.Attempt
+	}
+	return s
+}
+
+func containerFromList(c *runtimeapi.Container) *pod.Container {
+	pc := &pod.Container{
+		ID:        c.Id,
+		SandboxID: c.PodSandboxId,
+		Name:      c.Labels[LabelContainerName],
+		State:     stateOf(c.State),
+		CreatedAt: time.Unix(0, c.CreatedAt),
+		Hash:      c.Annotations[AnnotationContainerHash],
+		Init:      c.Annotations[AnnotationInit] == "true",
+		ImageRef:  c.ImageRef,
+	}
+	if c.Image != nil {
+		pc.Image = c.Image.Image
+	}
+	pc.RestartCount, _ = strconv.Atoi(c.Annotations[AnnotationRestartCount])
+	pc.GracePeriod, _ = strconv.ParseInt(c.Annotations[AnnotationPodTerminationGrace], 10, 64)
+	return pc
+}
+
+func mergeContainerStatus(pc *pod.Container, s *runtimeapi.ContainerStatus) {
+	pc.State = stateOf(s.State)
+	pc.ExitCode = s.ExitCode
+	pc.Reason = s.Reason
+	pc.Message = s.Message
+	if s.StartedAt > 0 {
+		pc.StartedAt = time.Unix(0, s.StartedAt)
+	}
+	if s.FinishedAt > 0 {
+		pc.FinishedAt = time.Unix(0, s.FinishedAt)
+	}
+	if s.Image != nil && pc.Image == "" {
+		pc.Image = s.Image.Image
+	}
+	if s.ImageRef != "" {
+		pc.ImageRef = s.ImageRef
+	}
+}
+
+func stateOf(s runtimeapi.ContainerState) pod.ContainerState {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return pod.ContainerCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return pod.ContainerRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return pod.ContainerExited
+	}
+	return pod.ContainerUnknown
+}

@@ -1,0 +1,84 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/backoff"
+)
+
+// Config configures a Runtime.
+type Config struct {
+	Client Client
+	Logger *zap.Logger
+	Clock  clock.PassiveClock
+	// RootDir holds pod directories (volumes): <RootDir>/pods/<uid>.
+	RootDir string
+	// PodLogsDir is the root of container logs, /var/log/pods by default:
+	// <PodLogsDir>/<ns>_<name>_<uid>/<container>/<restart>.log.
+	PodLogsDir string
+	// CallTimeout bounds every CRI call but pulls (kubelet: 2m).
+	CallTimeout time.Duration
+	// PullTimeout bounds one image pull.
+	PullTimeout time.Duration
+	// CrashLoop is the container restart backoff (10s doubling to 300s).
+	CrashLoop *backoff.Backoff
+	// ImagePull is the image pull backoff.
+	ImagePull *backoff.Backoff
+	// NodeName and NodeIP fill downward-API env vars.
+	NodeName string
+	NodeIP   string
+}
+
+// Runtime drives pods on a CRI runtime.
+type Runtime struct {
+	cfg Config
+	c   Client
+	log *zap.Logger
+}
+
+// New validates cfg and returns a Runtime.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Client == nil || cfg.Logger == nil || cfg.Clock == nil || cfg.RootDir == "" || cfg.PodLogsDir == "" {
+		return nil, errors.New("cri runtime: Client, Logger, Clock, RootDir and PodLogsDir are required")
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	if cfg.PullTimeout <= 0 {
+		cfg.PullTimeout = 5 * time.Minute
+	}
+	if cfg.CrashLoop == nil {
+		cfg.CrashLoop = backoff.New(cfg.Clock, 10*time.Second, 300*time.Second, 10*time.Minute)
+	}
+	if cfg.ImagePull == nil {
+		cfg.ImagePull = backoff.New(cfg.Clock, 10*time.Second, 300*time.Second, 0)
+	}
+	return &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri")}, nil
+}
+
+func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.cfg.CallTimeout)
+}
+
+// PodLogDir is where a pod's container logs live.
+func (r *Runtime) PodLogDir(p *v1.Pod) string {
+	return filepath.Join(r.cfg.PodLogsDir, p.Namespace+"_"+p.Name+"_"+string(p.UID))
+}
+
+// PodDir is a pod's directory under RootDir.
+func (r *Runtime) PodDir(uid string) string {
+	return filepath.Join(r.cfg.RootDir, "pods", uid)
+}
+
+// GC forgets backoff entries nobody used for long.
+func (r *Runtime) GC() {
+	r.cfg.CrashLoop.GC()
+	r.cfg.ImagePull.GC()
+}

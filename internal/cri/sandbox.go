@@ -1,0 +1,123 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// sandboxConfig builds the PodSandboxConfig the kubelet would send
+// (kuberuntime_sandbox.go generatePodSandboxConfig).
+func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *runtimeapi.PodSandboxConfig {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{
+			Name:      p.Name,
+			Namespace: p.Namespace,
+			Uid:       string(p.UID),
+			Attempt:   attempt,
+		},
+		Labels:       podLabels(p),
+		Annotations:  podAnnotations(p, specHash),
+		LogDirectory: r.PodLogDir(p),
+	}
+	if !p.Spec.HostNetwork {
+		cfg.Hostname = p.Name
+		if p.Spec.Hostname != "" {
+			cfg.Hostname = p.Spec.Hostname
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort == 0 {
+				continue
+			}
+			cfg.PortMappings = append(cfg.PortMappings, &runtimeapi.PortMapping{
+				Protocol:      protocol(port.Protocol),
+				ContainerPort: port.ContainerPort,
+				HostPort:      port.HostPort,
+				HostIp:        port.HostIP,
+			})
+		}
+	}
+	sc := &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: namespaceOptions(p),
+		Privileged:       anyPrivileged(p),
+	}
+	if psc := p.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+		}
+		if psc.RunAsGroup != nil {
+			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+		}
+		sc.SupplementalGroups = psc.SupplementalGroups
+	}
+	linux := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
+	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		linux.Sysctls = map[string]string{}
+		for _, s := range psc.Sysctls {
+			linux.Sysctls[s.Name] = s.Value
+		}
+	}
+	cfg.Linux = linux
+	return cfg
+}
+
+func namespaceOptions(p *v1.Pod) *runtimeapi.NamespaceOption {
+	ns := &runtimeapi.NamespaceOption{
+		Network: runtimeapi.NamespaceMode_POD,
+		Pid:     runtimeapi.NamespaceMode_CONTAINER,
+		Ipc:     runtimeapi.NamespaceMode_POD,
+	}
+	if p.Spec.HostNetwork {
+		ns.Network = runtimeapi.NamespaceMode_NODE
+	}
+	if p.Spec.HostIPC {
+		ns.Ipc = runtimeapi.NamespaceMode_NODE
+	}
+	switch {
+	case p.Spec.HostPID:
+		ns.Pid = runtimeapi.NamespaceMode_NODE
+	case p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace:
+		ns.Pid = runtimeapi.NamespaceMode_POD
+	}
+	return ns
+}
+
+func anyPrivileged(p *v1.Pod) bool {
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func protocol(p v1.Protocol) runtimeapi.Protocol {
+	switch p {
+	case v1.ProtocolUDP:
+		return runtimeapi.Protocol_UDP
+	case v1.ProtocolSCTP:
+		return runtimeapi.Protocol_SCTP
+	}
+	return runtimeapi.Protocol_TCP
+}
+
+// runSandbox creates the pod's log directory and its sandbox.
+func (r *Runtime) runSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig) (string, error) {
+	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+		return "", fmt.Errorf("create pod log directory: %w", err)
+	}
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	resp, err := r.c.RunPodSandbox(cctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		return "", fmt.Errorf("run pod sandbox: %w", translate(err))
+	}
+	return resp.PodSandboxId, nil
+}

@@ -1,0 +1,134 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// configHashAnnotation is the static-pod content hash (podsource); a
+// sandbox made for another hash is replaced.
+const configHashAnnotation = "kubernetes.io/config.hash"
+
+// retryAfterError is when a pod whose container could not be created is
+// tried again (the kubelet's pod worker backoff).
+const retryAfterError = 10 * time.Second
+
+// SyncPod makes one step toward the pod's spec on the runtime, given what
+// the runtime has (st, from PodStatus): it never blocks on a backoff; it
+// reports it in the result's Waiting and RetryAfter instead.
+func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) (res pod.SyncResult) {
+	specHash := p.Annotations[configHashAnnotation]
+	a := computeActions(p, specHash, st)
+	log := r.log.With(zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+	if a.killPod {
+		log.Info("stopping pod to replace its sandbox or end it")
+		if err := r.stopPod(ctx, st, gracePeriod(p, nil), log); err != nil {
+			res.Err = err
+			res.Retry(retryAfterError)
+			return res
+		}
+	}
+	if a.initFailed || (!a.createSandbox && a.sandboxID == "") {
+		return res
+	}
+	sbCfg := r.sandboxConfig(p, specHash, a.attempt)
+	sandboxID, podIP := a.sandboxID, ""
+	if sb := st.LatestSandbox(); sb != nil && sb.ID == sandboxID {
+		podIP = sb.IP
+	}
+	if a.createSandbox {
+		id, err := r.runSandbox(ctx, sbCfg)
+		if err != nil {
+			log.Error("create pod sandbox failed", zap.Error(err))
+			res.Err = err
+			res.SandboxError = err.Error()
+			res.Retry(retryAfterError)
+			return res
+		}
+		sandboxID = id
+		podIP = r.sandboxIP(ctx, id)
+		log.Info("sandbox ready", zap.String("sandboxID", id), zap.Uint32("attempt", a.attempt), zap.String("podIP", podIP))
+	}
+	log = log.With(zap.String("sandboxID", sandboxID))
+	if a.nextInit >= 0 {
+		r.startOne(ctx, p, &p.Spec.InitContainers[a.nextInit], true, sandboxID, sbCfg, st, podIP, log, &res)
+		return res
+	}
+	for _, c := range a.kill {
+		log.Info("stopping container whose spec changed", zap.String("container", c.Name), zap.String("containerID", c.ID))
+		if err := r.stopContainer(ctx, c.ID, gracePeriod(p, c)); err != nil {
+			res.Err = err
+			res.Retry(retryAfterError)
+			return res
+		}
+	}
+	for _, i := range a.start {
+		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIP, log, &res)
+	}
+	return res
+}
+
+// startOne starts one container unless its CrashLoopBackOff is running,
+// recording the outcome in res. The first restart of a crashed container
+// happens at once; later ones wait 10s, 20s, 40s … (the kubelet's
+// doBackOff): the delay counts from the last instance's exit.
+func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger, res *pod.SyncResult) {
+	log = log.With(zap.String("container", c.Name))
+	key := string(p.UID) + "/" + c.Name + "/" + HashContainer(c)
+	if prev := st.Latest(c.Name, init); prev != nil && prev.State == pod.ContainerExited {
+		if left := r.cfg.CrashLoop.Remaining(key, prev.FinishedAt); left > 0 {
+			res.SetWaiting(c.Name, ReasonCrashLoopBackOff,
+				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s(%s)", r.cfg.CrashLoop.Delay(key), c.Name, p.Name, p.UID), left)
+			return
+		}
+		r.cfg.CrashLoop.Next(key)
+	}
+	err := r.startContainer(ctx, p, c, init, sandboxID, sbCfg, st, podIP, log)
+	if err == nil {
+		return
+	}
+	if res.Err == nil {
+		res.Err = err
+	}
+	if ie, ok := asImageError(err); ok {
+		res.SetWaiting(c.Name, ie.reason, ie.msg, ie.retry)
+		return
+	}
+	var se *startError
+	if errors.As(err, &se) {
+		log.Error("start container failed", zap.String("reason", se.reason), zap.Error(err))
+		res.SetWaiting(c.Name, se.reason, err.Error(), retryAfterError)
+		return
+	}
+	res.SetWaiting(c.Name, ReasonCreateContainerError, err.Error(), retryAfterError)
+}
+
+func (r *Runtime) sandboxIP(ctx context.Context, id string) string {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil || resp.Status == nil || resp.Status.Network == nil {
+		return ""
+	}
+	return resp.Status.Network.Ip
+}
+
+// gracePeriod is the pod's termination grace period in seconds; for a
+// container of a pod the agent no longer has, the one recorded on it.
+func gracePeriod(p *v1.Pod, c *pod.Container) int64 {
+	if p != nil && p.Spec.TerminationGracePeriodSeconds != nil {
+		return *p.Spec.TerminationGracePeriodSeconds
+	}
+	if c != nil && c.GracePeriod > 0 {
+		return c.GracePeriod
+	}
+	return v1.DefaultTerminationGracePeriodSeconds
+}

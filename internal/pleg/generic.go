@@ -1,0 +1,210 @@
+package pleg
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// EventType is what happened to a pod.
+type EventType string
+
+const (
+	ContainerStarted EventType = "ContainerStarted"
+	ContainerDied    EventType = "ContainerDied"
+	ContainerRemoved EventType = "ContainerRemoved"
+	ContainerChanged EventType = "ContainerChanged"
+	SandboxChanged   EventType = "SandboxChanged"
+)
+
+// Event is one change of one pod; Data is the container or sandbox ID.
+type Event struct {
+	UID  pod.UID
+	Type EventType
+	Data string
+}
+
+// Lister lists what the runtime has for the agent, grouped by pod.
+type Lister interface {
+	ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error)
+}
+
+// MaxRelistAge is how old the last successful relist may be before the
+// PLEG is unhealthy (the kubelet's relistThreshold).
+const MaxRelistAge = 3 * time.Minute
+
+// Generic is the relisting PLEG.
+type Generic struct {
+	lister Lister
+	clock  clock.WithTicker
+	log    *zap.Logger
+	events chan Event
+
+	dropped atomic.Int64
+
+	mu         sync.Mutex
+	last       map[pod.UID]*pod.RuntimeStatus
+	lastRelist time.Time
+}
+
+// NewGeneric returns a PLEG with an event channel of the given capacity.
+func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Generic {
+	return &Generic{lister: l, clock: c, log: log.Named("pleg"), events: make(chan Event, capacity), last: map[pod.UID]*pod.RuntimeStatus{}}
+}
+
+// Watch returns the event stream.
+func (g *Generic) Watch() <-chan Event { return g.events }
+
+// Dropped is how many events were dropped on a full channel.
+func (g *Generic) Dropped() int64 { return g.dropped.Load() }
+
+// Healthy reports whether a relist succeeded within MaxRelistAge.
+func (g *Generic) Healthy() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.lastRelist.IsZero() {
+		return nil // not started yet; the loop's runtime check covers it
+	}
+	if age := g.clock.Since(g.lastRelist); age > MaxRelistAge {
+		return fmt.Errorf("pleg was last seen active %v ago; threshold is %v", age.Round(time.Second), MaxRelistAge)
+	}
+	return nil
+}
+
+// Snapshot returns the pods of the last relist (list-level detail) and
+// when it was taken. The slice is the PLEG's; do not modify it.
+func (g *Generic) Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.last, g.lastRelist
+}
+
+// Relist lists the runtime once and emits the differences to the previous
+// list.
+func (g *Generic) Relist(ctx context.Context) error {
+	start := g.clock.Now()
+	pods, err := g.lister.ListPods(ctx)
+	if err != nil {
+		return fmt.Errorf("relist: %w", err)
+	}
+	next := make(map[pod.UID]*pod.RuntimeStatus, len(pods))
+	for _, p := range pods {
+		next[p.UID] = p
+	}
+	g.mu.Lock()
+	old := g.last
+	g.last = next
+	g.lastRelist = start
+	g.mu.Unlock()
+
+	n := 0
+	for uid, cur := range next {
+		for _, ev := range diff(uid, old[uid], cur) {
+			g.send(ev)
+			n++
+		}
+	}
+	for uid, prev := range old {
+		if _, ok := next[uid]; !ok {
+			for _, ev := range diff(uid, prev, nil) {
+				g.send(ev)
+				n++
+			}
+		}
+	}
+	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", n), zap.Duration("took", g.clock.Since(start)))
+	return nil
+}
+
+func (g *Generic) send(ev Event) {
+	select {
+	case g.events <- ev:
+	default:
+		g.dropped.Add(1)
+		g.log.Warn("event channel full; event dropped, the periodic resync recovers",
+			zap.String("uid", string(ev.UID)), zap.String("event", string(ev.Type)))
+	}
+}
+
+// Run relists every period until ctx ends.
+func (g *Generic) Run(ctx context.Context, period time.Duration) {
+	t := g.clock.NewTicker(period)
+	defer t.Stop()
+	for {
+		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
+			g.log.Warn("relist failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// diff compares two list-level views of one pod (either may be nil).
+func diff(uid pod.UID, old, cur *pod.RuntimeStatus) []Event {
+	var evs []Event
+	oldC := map[string]pod.ContainerState{}
+	if old != nil {
+		for _, c := range old.Containers {
+			oldC[c.ID] = c.State
+		}
+	}
+	seen := map[string]bool{}
+	if cur != nil {
+		for _, c := range cur.Containers {
+			seen[c.ID] = true
+			prev, had := oldC[c.ID]
+			if had && prev == c.State {
+				continue
+			}
+			switch c.State {
+			case pod.ContainerRunning:
+				evs = append(evs, Event{uid, ContainerStarted, c.ID})
+			case pod.ContainerExited:
+				evs = append(evs, Event{uid, ContainerDied, c.ID})
+			default:
+				evs = append(evs, Event{uid, ContainerChanged, c.ID})
+			}
+		}
+	}
+	for id, st := range oldC {
+		if seen[id] {
+			continue
+		}
+		if st == pod.ContainerRunning {
+			evs = append(evs, Event{uid, ContainerDied, id})
+		}
+		evs = append(evs, Event{uid, ContainerRemoved, id})
+	}
+	oldS := map[string]runtimeapi.PodSandboxState{}
+	if old != nil {
+		for _, s := range old.Sandboxes {
+			oldS[s.ID] = s.State
+		}
+	}
+	seenS := map[string]bool{}
+	if cur != nil {
+		for _, s := range cur.Sandboxes {
+			seenS[s.ID] = true
+			if prev, had := oldS[s.ID]; !had || prev != s.State {
+				evs = append(evs, Event{uid, SandboxChanged, s.ID})
+			}
+		}
+	}
+	for id := range oldS {
+		if !seenS[id] {
+			evs = append(evs, Event{uid, SandboxChanged, id})
+		}
+	}
+	return evs
+}

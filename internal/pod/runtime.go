@@ -1,0 +1,106 @@
+package pod
+
+import (
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Sandbox is the runtime's view of one pod sandbox.
+type Sandbox struct {
+	ID        string
+	Attempt   uint32
+	State     runtimeapi.PodSandboxState
+	CreatedAt time.Time
+	IP        string
+	IPs       []string
+	// SpecHash is the pod hash the sandbox was created for.
+	SpecHash string
+}
+
+// ContainerState is the state of one runtime container.
+type ContainerState int
+
+const (
+	ContainerUnknown ContainerState = iota
+	ContainerCreated
+	ContainerRunning
+	ContainerExited
+)
+
+func (s ContainerState) String() string {
+	return [...]string{"unknown", "created", "running", "exited"}[s]
+}
+
+// Container is the runtime's view of one container.
+type Container struct {
+	ID           string
+	SandboxID    string
+	Name         string
+	Image        string
+	ImageRef     string
+	State        ContainerState
+	RestartCount int
+	CreatedAt    time.Time
+	StartedAt    time.Time
+	FinishedAt   time.Time
+	ExitCode     int32
+	Reason       string
+	Message      string
+	// Hash is the container spec hash recorded at creation.
+	Hash string
+	// Init is true for init containers.
+	Init bool
+	// PreStopGrace and the pod grace recorded at creation, used to kill
+	// containers whose pod object is gone.
+	GracePeriod int64
+}
+
+// RuntimeStatus is everything the runtime knows about one pod, newest
+// sandbox first and containers newest first.
+type RuntimeStatus struct {
+	UID        UID
+	Name       string
+	Namespace  string
+	Sandboxes  []*Sandbox
+	Containers []*Container
+}
+
+// LatestSandbox returns the newest sandbox or nil.
+func (s *RuntimeStatus) LatestSandbox() *Sandbox {
+	if s == nil || len(s.Sandboxes) == 0 {
+		return nil
+	}
+	return s.Sandboxes[0]
+}
+
+// Latest returns the newest container of that name (init or not) or nil.
+func (s *RuntimeStatus) Latest(name string, init bool) *Container {
+	if s == nil {
+		return nil
+	}
+	for _, c := range s.Containers {
+		if c.Name == name && c.Init == init {
+			return c
+		}
+	}
+	return nil
+}
+
+// Running reports whether any container or sandbox is still running.
+func (s *RuntimeStatus) Running() bool {
+	if s == nil {
+		return false
+	}
+	for _, sb := range s.Sandboxes {
+		if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			return true
+		}
+	}
+	for _, c := range s.Containers {
+		if c.State == ContainerRunning {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,268 @@
+package podsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// DirConfig configures a manifest-directory source.
+type DirConfig struct {
+	Path     string
+	NodeName string
+	// Period is the re-list period that catches missed inotify events
+	// (--file-check-frequency).
+	Period time.Duration
+	Clock  clock.WithTicker
+	Logger *zap.Logger
+	// Sink receives the full set of pods after every change.
+	Sink func(pods []*v1.Pod)
+}
+
+// Dir is the manifest-directory source: every regular, non-hidden file of
+// Path is read (no recursion, as the kubelet does) and its Pod documents
+// become static pods.
+type Dir struct {
+	cfg DirConfig
+	log *zap.Logger
+
+	mu sync.Mutex
+	// good keeps the last pods read from each file, so that a broken edit
+	// of a manifest keeps its running pod instead of killing it.
+	good     map[string][]*v1.Pod
+	problems map[string]string
+	mtimes   map[string]fileStamp
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// NewDir validates cfg and returns a Dir.
+func NewDir(cfg DirConfig) (*Dir, error) {
+	if cfg.Path == "" || cfg.NodeName == "" || cfg.Sink == nil || cfg.Logger == nil || cfg.Clock == nil {
+		return nil, errors.New("manifest dir source: Path, NodeName, Sink, Logger and Clock are required")
+	}
+	if cfg.Period <= 0 {
+		cfg.Period = 20 * time.Second
+	}
+	return &Dir{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("podsource").With(zap.String("source", pod.SourceFile), zap.String("dir", cfg.Path)),
+		good:     map[string][]*v1.Pod{},
+		problems: map[string]string{},
+		mtimes:   map[string]fileStamp{},
+	}, nil
+}
+
+// Problems returns, per file name, why the file's pods are not (or no
+// longer) taken from it. The map is a copy.
+func (d *Dir) Problems() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]string, len(d.problems))
+	for k, v := range d.problems {
+		out[k] = v
+	}
+	return out
+}
+
+// Relist reads the directory once and hands the full set of pods to the
+// sink. Files unchanged since the last read (same mtime and size) are not
+// parsed again.
+func (d *Dir) Relist() {
+	d.mu.Lock()
+	pods := d.relistLocked()
+	d.mu.Unlock()
+	d.cfg.Sink(pods)
+}
+
+func (d *Dir) relistLocked() []*v1.Pod {
+	entries, err := os.ReadDir(d.cfg.Path)
+	if err != nil {
+		d.log.Warn("read manifest directory; no pods from it until it is readable", zap.Error(err))
+		entries = nil
+	}
+	present := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		present[name] = true
+		stamp := fileStamp{mod: info.ModTime(), size: info.Size()}
+		if old, ok := d.mtimes[name]; ok && old == stamp {
+			continue
+		}
+		d.mtimes[name] = stamp
+		d.readFile(name)
+	}
+	for name := range d.good {
+		if !present[name] {
+			delete(d.good, name)
+		}
+	}
+	for name := range d.problems {
+		if !present[name] {
+			delete(d.problems, name)
+		}
+	}
+	for name := range d.mtimes {
+		if !present[name] {
+			delete(d.mtimes, name)
+		}
+	}
+	return d.dedupLocked()
+}
+
+// readFile parses one file and records its pods or its problem.
+func (d *Dir) readFile(name string) {
+	path := filepath.Join(d.cfg.Path, name)
+	log := d.log.With(zap.String("file", name))
+	pods, err := d.parse(path, log)
+	if err != nil {
+		d.problems[name] = err.Error()
+		if old, ok := d.good[name]; ok {
+			log.Error("manifest is invalid; its pods keep running as last read until it is fixed",
+				zap.Int("pods", len(old)), zap.Error(err))
+		} else {
+			log.Error("manifest is invalid; its pods are not started until it is fixed", zap.Error(err))
+		}
+		return
+	}
+	delete(d.problems, name)
+	d.good[name] = pods
+}
+
+func (d *Dir) parse(path string, log *zap.Logger) ([]*v1.Pod, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	docs, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*v1.Pod
+	for _, doc := range docs {
+		if doc.Pod == nil {
+			log.Info("ignoring a document that is not a Pod", zap.Int("document", doc.Index), zap.String("kind", doc.Kind))
+			continue
+		}
+		if doc.Warning != "" {
+			log.Warn("manifest has fields this agent does not know; they are ignored",
+				zap.Int("document", doc.Index), zap.String("detail", doc.Warning))
+		}
+		p := doc.Pod
+		DefaultStatic(p, d.cfg.NodeName, pod.SourceFile)
+		if errs := Validate(p); len(errs) > 0 {
+			return nil, fmt.Errorf("document %d (pod %q): %w", doc.Index, p.Name, errs.ToAggregate())
+		}
+		pods = append(pods, p)
+	}
+	return pods, nil
+}
+
+// dedupLocked flattens the per-file pods in file-name order, dropping a pod
+// whose full name or UID an earlier file already has.
+func (d *Dir) dedupLocked() []*v1.Pod {
+	files := make([]string, 0, len(d.good))
+	for f := range d.good {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	seenName := map[string]string{}
+	seenUID := map[pod.UID]bool{}
+	var out []*v1.Pod
+	for _, f := range files {
+		for _, p := range d.good[f] {
+			full := pod.FullName(p)
+			if other, dup := seenName[full]; dup || seenUID[p.UID] {
+				d.log.Error("duplicate pod ignored; rename one of them",
+					zap.String("file", f), zap.String("pod", full), zap.String("firstFile", other))
+				continue
+			}
+			seenName[full] = f
+			seenUID[p.UID] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Run lists the directory at once, then on every inotify event and every
+// Period, until ctx ends. Events arriving together are read as one change.
+func (d *Dir) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("create inotify watcher: %w", err)
+	}
+	defer w.Close()
+	watching := false
+	watch := func() {
+		if watching {
+			return
+		}
+		if err := w.Add(d.cfg.Path); err != nil {
+			d.log.Warn("watch manifest directory; relying on the periodic re-list", zap.Error(err))
+			return
+		}
+		watching = true
+	}
+	watch()
+	d.Relist()
+	tick := d.cfg.Clock.NewTicker(d.cfg.Period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+			watch()
+			d.Relist()
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("inotify watcher closed")
+			}
+			if ev.Name == d.cfg.Path && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				watching = false
+			}
+			drain(w.Events)
+			d.Relist()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("inotify watcher closed")
+			}
+			d.log.Warn("inotify error; the periodic re-list catches up", zap.Error(err))
+		}
+	}
+}
+
+// drain discards events already queued, so one burst costs one re-list.
+func drain(ch <-chan fsnotify.Event) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}

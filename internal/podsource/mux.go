@@ -1,0 +1,95 @@
+package podsource
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// Mux merges the sources' full pod sets into one stream of deltas. A source
+// hands over its whole set each time (Set); the Mux diffs it against the
+// source's previous set by UID and emits only what changed.
+type Mux struct {
+	out chan pod.Update
+
+	mu      sync.Mutex
+	sources map[string]map[pod.UID]*v1.Pod
+	seen    map[string]bool
+}
+
+// NewMux returns a Mux that expects the named sources.
+func NewMux(sources ...string) *Mux {
+	m := &Mux{
+		out:     make(chan pod.Update, 64),
+		sources: map[string]map[pod.UID]*v1.Pod{},
+		seen:    map[string]bool{},
+	}
+	for _, s := range sources {
+		m.sources[s] = map[pod.UID]*v1.Pod{}
+		m.seen[s] = false
+	}
+	return m
+}
+
+// Updates is the merged stream.
+func (m *Mux) Updates() <-chan pod.Update { return m.out }
+
+// SeenAll reports whether every source has handed over at least one set,
+// even an empty one. Until then the agent must not treat runtime pods it
+// does not know as orphans.
+func (m *Mux) SeenAll() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ok := range m.seen {
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Set replaces a source's pods and sends the deltas. It blocks while the
+// stream is full: config updates are never dropped.
+func (m *Mux) Set(ctx context.Context, source string, pods []*v1.Pod) {
+	m.mu.Lock()
+	old := m.sources[source]
+	next := make(map[pod.UID]*v1.Pod, len(pods))
+	var adds, updates, removes []*v1.Pod
+	for _, p := range pods {
+		next[p.UID] = p
+		prev, ok := old[p.UID]
+		switch {
+		case !ok:
+			adds = append(adds, p)
+		case !equality.Semantic.DeepEqual(prev, p):
+			updates = append(updates, p)
+		}
+	}
+	for uid, p := range old {
+		if _, ok := next[uid]; !ok {
+			removes = append(removes, p)
+		}
+	}
+	m.sources[source] = next
+	m.seen[source] = true
+	m.mu.Unlock()
+
+	for _, u := range []pod.Update{
+		{Op: pod.OpRemove, Source: source, Pods: removes},
+		{Op: pod.OpAdd, Source: source, Pods: adds},
+		{Op: pod.OpUpdate, Source: source, Pods: updates},
+	} {
+		if len(u.Pods) == 0 {
+			continue
+		}
+		select {
+		case m.out <- u:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

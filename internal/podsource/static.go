@@ -1,0 +1,131 @@
+package podsource
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations the kubelet puts on static pods.
+const (
+	ConfigHashAnnotation   = "kubernetes.io/config.hash"
+	ConfigSourceAnnotation = "kubernetes.io/config.source"
+	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
+)
+
+// DefaultStatic turns a decoded manifest pod into the pod the agent runs,
+// as the kubelet does for static pods:
+//
+//   - API defaults (restartPolicy, grace period, pull policy, DNS policy, …);
+//   - UID: when the manifest has none, the MD5 of the defaulted pod and the
+//     node name. The source's file name is deliberately not part of it, so a
+//     rename is not a restart (the kubelet hashes the path too); any change
+//     to the pod's content changes the UID, so the pod is replaced;
+//   - name suffixed with "-<nodename>", namespace "default" when empty,
+//     spec.nodeName set, the config.hash and config.source annotations, and
+//     a NoExecute toleration for every taint.
+//
+// The returned hash is the content hash, recorded on the sandbox so that a
+// manifest that pins its UID is still replaced when its spec changes.
+func DefaultStatic(p *v1.Pod, nodeName, source string) (hash string) {
+	applyAPIDefaults(p)
+	body, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // a decoded v1.Pod always marshals
+	}
+	h := md5.New()
+	h.Write(body)
+	h.Write([]byte("host:" + nodeName))
+	hash = hex.EncodeToString(h.Sum(nil))
+	if p.UID == "" {
+		p.UID = types.UID(hash)
+	}
+	p.Name = p.Name + "-" + strings.ToLower(nodeName)
+	if p.Namespace == "" {
+		p.Namespace = metav1.NamespaceDefault
+	}
+	p.Spec.NodeName = nodeName
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[ConfigHashAnnotation] = hash
+	p.Annotations[ConfigSourceAnnotation] = source
+	p.Spec.Tolerations = append(p.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
+	return hash
+}
+
+// applyAPIDefaults sets the core/v1 defaults a pod read from a file lacks
+// (the subset of k8s.io/kubernetes/pkg/apis/core/v1 defaults the agent
+// acts on).
+func applyAPIDefaults(p *v1.Pod) {
+	s := &p.Spec
+	if s.RestartPolicy == "" {
+		s.RestartPolicy = v1.RestartPolicyAlways
+	}
+	if s.DNSPolicy == "" {
+		s.DNSPolicy = v1.DNSClusterFirst
+	}
+	if s.TerminationGracePeriodSeconds == nil {
+		g := int64(v1.DefaultTerminationGracePeriodSeconds)
+		s.TerminationGracePeriodSeconds = &g
+	}
+	if s.SchedulerName == "" {
+		s.SchedulerName = v1.DefaultSchedulerName
+	}
+	if s.SecurityContext == nil {
+		s.SecurityContext = &v1.PodSecurityContext{}
+	}
+	if s.EnableServiceLinks == nil {
+		t := true
+		s.EnableServiceLinks = &t
+	}
+	for i := range s.InitContainers {
+		defaultContainer(&s.InitContainers[i])
+	}
+	for i := range s.Containers {
+		defaultContainer(&s.Containers[i])
+	}
+	for i := range s.Volumes {
+		v := &s.Volumes[i]
+		if v.HostPath != nil && v.HostPath.Type == nil {
+			t := v1.HostPathUnset
+			v.HostPath.Type = &t
+		}
+	}
+}
+
+func defaultContainer(c *v1.Container) {
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = defaultPullPolicy(c.Image)
+	}
+	if c.TerminationMessagePath == "" {
+		c.TerminationMessagePath = v1.TerminationMessagePathDefault
+	}
+	if c.TerminationMessagePolicy == "" {
+		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
+	}
+	for i := range c.Ports {
+		if c.Ports[i].Protocol == "" {
+			c.Ports[i].Protocol = v1.ProtocolTCP
+		}
+	}
+}
+
+// defaultPullPolicy is Always for ":latest" or an untagged, undigested
+// reference, IfNotPresent otherwise.
+func defaultPullPolicy(image string) v1.PullPolicy {
+	if strings.Contains(image, "@") {
+		return v1.PullIfNotPresent
+	}
+	last := image[strings.LastIndex(image, "/")+1:]
+	i := strings.LastIndex(last, ":")
+	if i < 0 || last[i+1:] == "latest" {
+		return v1.PullAlways
+	}
+	return v1.PullIfNotPresent
+}

@@ -1,0 +1,9 @@
+// Package status turns a pod's spec, its runtime status and the outcome of
+// its last sync into a v1.PodStatus with the kubelet's phases, conditions
+// and reasons (Compute), and publishes it without an API server: one JSON
+// file per pod under a status directory, written atomically (Manager), read
+// back by `nodeagent pods` and `nodeagent describe` (List, Read).
+//
+// Concurrency: Manager's methods are safe for concurrent use by the pod
+// workers and the loop.
+package status

@@ -1,0 +1,27 @@
+// Package syncloop is the agent's heart: one loop that selects over config
+// updates, PLEG events, a sync tick and a housekeeping tick, and one worker
+// goroutine per pod that talks to the runtime.
+//
+//	podsource ──Update──> Loop ──admit.Chain──> worker[uid] ──> Runtime (CRI)
+//	                        ^                        │
+//	                        └── pleg.Event <── relist┘
+//	sync tick: wake workers whose retry/resync is due
+//	housekeeping tick: kill orphans (after all sources were seen), backoff GC
+//
+// The loop is the only writer of the desired set and never calls the
+// runtime itself, so a slow image pull only ever blocks its own pod.
+// Workers coalesce: a worker woken many times while busy syncs once more
+// with the newest spec. A removed pod's worker kills the pod (grace period,
+// then sandbox stop and removal) and then exits.
+//
+// PLEG events are never waited for: the PLEG drops events on a full
+// channel and counts them; the periodic resync of every pod (ResyncPeriod)
+// recovers anything lost.
+//
+// When the runtime or the PLEG is unhealthy the loop backs off
+// exponentially (100ms doubling to 5s) and does nothing else until health
+// returns.
+//
+// Concurrency: Run is called once. Workers run concurrently with the loop;
+// the workers map is guarded by a mutex.
+package syncloop

@@ -1,0 +1,42 @@
+package syncloop
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pleg"
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// Runtime is what the loop's workers need from the container runtime.
+// Calls for one pod never overlap; calls for different pods do.
+type Runtime interface {
+	// PodStatus inspects one pod fully.
+	PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error)
+	// SyncPod makes one step toward the spec; it never waits on a backoff.
+	SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) pod.SyncResult
+	// KillPod stops and removes everything of the pod; p may be nil for an
+	// orphan; gracePeriod < 0 means the pod's own. Idempotent.
+	KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriod int64) error
+}
+
+// PLEG is the event source and the runtime snapshot housekeeping reads.
+type PLEG interface {
+	Watch() <-chan pleg.Event
+	Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time)
+	Healthy() error
+}
+
+// StatusSink receives every pod's outcome. Called from worker goroutines
+// and the loop concurrently.
+type StatusSink interface {
+	// Synced reports a sync: spec, the runtime status it started from,
+	// and what it achieved.
+	Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult)
+	// Refused reports a pod the admit chain refused.
+	Refused(p *v1.Pod, reason, message string)
+	// Removed forgets a pod.
+	Removed(p *v1.Pod)
+}

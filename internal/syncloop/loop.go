@@ -1,0 +1,366 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/admit"
+	"github.com/nodeagent/nodeagent/internal/pleg"
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// Config wires a Loop.
+type Config struct {
+	Updates <-chan pod.Update
+	// SourcesReady reports whether every pod source has been heard from;
+	// until then no runtime pod is treated as an orphan.
+	SourcesReady func() bool
+	Runtime      Runtime
+	PLEG         PLEG
+	Admit        admit.Chain
+	Status       StatusSink
+	// RuntimeHealth returns the runtime's last health error (nil: ready).
+	RuntimeHealth func() error
+	Clock         clock.WithTicker
+	Logger        *zap.Logger
+
+	SyncPeriod         time.Duration // 1s
+	HousekeepingPeriod time.Duration // 2s
+	ResyncPeriod       time.Duration // 10s: every pod is synced at least this often
+	ErrorRetry         time.Duration // 2s: retry after a failed status read or kill
+	// Housekeeping, if set, is called on every housekeeping tick from the
+	// loop goroutine (backoff GC and the like).
+	Housekeeping func()
+}
+
+// Loop is the sync loop.
+type Loop struct {
+	cfg    Config
+	rt     Runtime
+	status StatusSink
+	clock  clock.WithTicker
+	log    *zap.Logger
+	queue  *workQueue
+
+	// pods is the admitted desired set; loop goroutine only.
+	pods map[pod.UID]*v1.Pod
+	// refused are pods the admit chain turned down; loop goroutine only.
+	refused map[pod.UID]*v1.Pod
+
+	mu      sync.Mutex
+	workers map[pod.UID]*worker
+	// finished is when each recently terminated pod's kill completed, so
+	// housekeeping does not take a snapshot older than that for an orphan.
+	finished map[pod.UID]time.Time
+	wg      sync.WaitGroup
+	ctx     context.Context
+}
+
+// New validates cfg and returns a Loop.
+func New(cfg Config) (*Loop, error) {
+	if cfg.Updates == nil || cfg.Runtime == nil || cfg.PLEG == nil || cfg.Clock == nil || cfg.Logger == nil {
+		return nil, errors.New("syncloop: Updates, Runtime, PLEG, Clock and Logger are required")
+	}
+	if cfg.SourcesReady == nil {
+		cfg.SourcesReady = func() bool { return true }
+	}
+	if cfg.RuntimeHealth == nil {
+		cfg.RuntimeHealth = func() error { return nil }
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.SyncPeriod, time.Second)
+	def(&cfg.HousekeepingPeriod, 2*time.Second)
+	def(&cfg.ResyncPeriod, 10*time.Second)
+	def(&cfg.ErrorRetry, 2*time.Second)
+	return &Loop{
+		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
+		log:     cfg.Logger.Named("syncloop"),
+		queue:   newWorkQueue(cfg.Clock),
+		pods:    map[pod.UID]*v1.Pod{},
+		refused: map[pod.UID]*v1.Pod{},
+		workers:  map[pod.UID]*worker{},
+		finished: map[pod.UID]time.Time{},
+	}, nil
+}
+
+// Backoff bounds for an unhealthy runtime.
+const (
+	minUnhealthyWait = 100 * time.Millisecond
+	maxUnhealthyWait = 5 * time.Second
+)
+
+// Run runs the loop until ctx ends, then waits for every worker.
+func (l *Loop) Run(ctx context.Context) {
+	l.ctx = ctx
+	defer l.wg.Wait()
+	checkResolvConf("/etc/resolv.conf", l.log)
+	syncT := l.clock.NewTicker(l.cfg.SyncPeriod)
+	defer syncT.Stop()
+	hkT := l.clock.NewTicker(l.cfg.HousekeepingPeriod)
+	defer hkT.Stop()
+	wait := minUnhealthyWait
+	for {
+		if err := l.health(); err != nil {
+			l.log.Warn("runtime unhealthy; sync loop backing off", zap.Duration("wait", wait), zap.Error(err))
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.clock.After(wait):
+			}
+			wait = min(wait*2, maxUnhealthyWait)
+			continue
+		}
+		wait = minUnhealthyWait
+		if !l.Iterate(ctx, syncT.C(), hkT.C()) {
+			return
+		}
+	}
+}
+
+func (l *Loop) health() error {
+	if err := l.cfg.RuntimeHealth(); err != nil {
+		return err
+	}
+	return l.cfg.PLEG.Healthy()
+}
+
+// Iterate is one syncLoopIteration: it waits for one of the four inputs
+// and handles it. It returns false when ctx ended or the config channel
+// closed.
+func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
+	if l.ctx == nil {
+		l.ctx = ctx
+	}
+	var start time.Time
+	defer func() {
+		if !start.IsZero() {
+			l.log.Debug("iteration", zap.Duration("took", l.clock.Since(start)))
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return false
+	case u, ok := <-l.cfg.Updates:
+		if !ok {
+			return false
+		}
+		start = l.clock.Now()
+		l.log.Debug("config update", zap.String("op", u.Op.String()), zap.String("source", u.Source), zap.Int("pods", len(u.Pods)))
+		switch u.Op {
+		case pod.OpAdd:
+			l.HandlePodAdditions(u.Pods)
+		case pod.OpUpdate, pod.OpReconcile:
+			l.HandlePodUpdates(u.Pods)
+		case pod.OpRemove:
+			l.HandlePodRemoves(u.Pods)
+		}
+	case ev := <-l.cfg.PLEG.Watch():
+		start = l.clock.Now()
+		l.handlePLEG(ev)
+	case <-syncC:
+		start = l.clock.Now()
+		l.HandleSyncPods(l.queue.Due())
+	case <-hkC:
+		start = l.clock.Now()
+		l.HandleCleanups()
+	}
+	return true
+}
+
+// HandlePodAdditions admits new pods in creation order and starts their
+// workers.
+func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp)
+	})
+	for _, p := range pods {
+		if _, ok := l.pods[p.UID]; ok {
+			l.HandlePodUpdates([]*v1.Pod{p})
+			continue
+		}
+		others := make([]*v1.Pod, 0, len(l.pods))
+		for _, o := range l.pods {
+			others = append(others, o)
+		}
+		if r := l.cfg.Admit.Admit(&admit.Attributes{Pod: p, OtherPods: others}); !r.Admit {
+			l.log.Warn("pod refused by admission", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
+				zap.String("reason", r.Reason), zap.String("message", r.Message))
+			l.refused[p.UID] = p
+			if l.status != nil {
+				l.status.Refused(p, r.Reason, r.Message)
+			}
+			continue
+		}
+		l.log.Info("pod admitted", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+		l.pods[p.UID] = p
+		l.dispatch(p.UID, p)
+	}
+}
+
+// HandlePodUpdates hands a newer spec to the pod's worker.
+func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
+	for _, p := range pods {
+		if _, ok := l.pods[p.UID]; !ok {
+			if _, refused := l.refused[p.UID]; refused {
+				l.refused[p.UID] = p
+				continue
+			}
+			l.HandlePodAdditions([]*v1.Pod{p})
+			continue
+		}
+		l.pods[p.UID] = p
+		l.dispatch(p.UID, p)
+	}
+}
+
+// HandlePodRemoves terminates removed pods.
+func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
+	for _, p := range pods {
+		if rp, ok := l.refused[p.UID]; ok {
+			delete(l.refused, p.UID)
+			if l.status != nil {
+				l.status.Removed(rp)
+			}
+			continue
+		}
+		if _, ok := l.pods[p.UID]; !ok {
+			continue
+		}
+		delete(l.pods, p.UID)
+		l.log.Info("pod removed; terminating", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+		l.terminate(p.UID, p, -1)
+	}
+}
+
+// HandleSyncPods wakes the workers of pods that are due.
+func (l *Loop) HandleSyncPods(uids []pod.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, uid := range uids {
+		if w, ok := l.workers[uid]; ok {
+			w.poke()
+		}
+	}
+}
+
+func (l *Loop) handlePLEG(ev pleg.Event) {
+	l.log.Debug("pleg event", zap.String("uid", string(ev.UID)), zap.String("event", string(ev.Type)), zap.String("containerID", ev.Data))
+	if ev.Type == pleg.ContainerRemoved {
+		return // removals are the agent's own doing
+	}
+	l.mu.Lock()
+	w, ok := l.workers[ev.UID]
+	l.mu.Unlock()
+	if ok {
+		w.poke()
+	}
+}
+
+// HandleCleanups is housekeeping: runtime pods nobody wants (orphans,
+// including pods of an earlier run of the agent whose manifest is gone)
+// are killed, once every source has been heard from.
+func (l *Loop) HandleCleanups() {
+	if l.cfg.Housekeeping != nil {
+		l.cfg.Housekeeping()
+	}
+	if !l.cfg.SourcesReady() {
+		return
+	}
+	snap, taken := l.cfg.PLEG.Snapshot()
+	l.mu.Lock()
+	for uid, t := range l.finished {
+		if l.clock.Since(t) > time.Minute {
+			delete(l.finished, uid)
+		}
+	}
+	l.mu.Unlock()
+	for uid, st := range snap {
+		if _, wanted := l.pods[uid]; wanted {
+			continue
+		}
+		l.mu.Lock()
+		_, busy := l.workers[uid]
+		done, wasDone := l.finished[uid]
+		l.mu.Unlock()
+		if busy || (wasDone && !taken.After(done)) {
+			continue
+		}
+		l.log.Info("killing orphaned pod", zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(uid)))
+		l.terminate(uid, nil, -1)
+	}
+}
+
+// dispatch gives p to its worker, starting one when needed.
+func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.workers[uid]; ok {
+		w.update(p)
+		return
+	}
+	w := l.startWorkerLocked(uid, p)
+	w.poke()
+}
+
+// terminate asks uid's worker to kill the pod, starting one for an orphan.
+func (l *Loop) terminate(uid pod.UID, p *v1.Pod, grace int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.workers[uid]
+	if !ok {
+		w = l.startWorkerLocked(uid, p)
+	}
+	w.kill(grace)
+}
+
+func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod) *worker {
+	w := newWorker(l, uid, p)
+	l.workers[uid] = w
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		w.run(l.ctx)
+	}()
+	return w
+}
+
+// workerDone removes w after its pod was killed, unless the pod was
+// re-added meanwhile; it returns whether the worker should exit.
+func (l *Loop) workerDone(w *worker) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.mu.Lock()
+	readded := !w.terminate && w.pod != nil
+	p := w.pod
+	w.mu.Unlock()
+	if readded {
+		w.poke()
+		return false
+	}
+	delete(l.workers, w.uid)
+	l.finished[w.uid] = l.clock.Now()
+	l.queue.Forget(w.uid)
+	if l.status != nil && p != nil {
+		l.status.Removed(p)
+	}
+	w.log.Info("pod terminated")
+	return true
+}
+
+// Workers is the number of live pod workers.
+func (l *Loop) Workers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.workers)
+}

@@ -1,0 +1,110 @@
+package syncloop
+
+import (
+	"context"
+	"sync"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// worker serialises all runtime work of one pod.
+//
+//	syncing ──remove──> terminating ──KillPod ok──> terminated (worker exits)
+//	   ^                    │
+//	   └──── re-add ────────┘   (before the kill finished)
+type worker struct {
+	uid  pod.UID
+	loop *Loop
+	log  *zap.Logger
+	wake chan struct{}
+
+	mu        sync.Mutex
+	pod       *v1.Pod // newest desired spec; nil for an orphan
+	terminate bool
+	grace     int64 // for terminate; < 0: the pod's own
+}
+
+func newWorker(l *Loop, uid pod.UID, p *v1.Pod) *worker {
+	log := l.log.With(zap.String("uid", string(uid)))
+	if p != nil {
+		log = log.With(zap.String("pod", pod.FullName(p)))
+	}
+	return &worker{uid: uid, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1}
+}
+
+// poke asks for one more sync; pokes coalesce.
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) update(p *v1.Pod) {
+	w.mu.Lock()
+	w.pod, w.terminate = p, false
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) kill(grace int64) {
+	w.mu.Lock()
+	w.terminate, w.grace = true, grace
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *worker) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		if done := w.step(ctx); done {
+			return
+		}
+	}
+}
+
+// step does one sync or one kill; it returns true when the pod is gone
+// and the worker may exit.
+func (w *worker) step(ctx context.Context) bool {
+	w.mu.Lock()
+	p, terminate, grace := w.pod, w.terminate, w.grace
+	w.mu.Unlock()
+	l := w.loop
+	start := l.clock.Now()
+	st, err := l.rt.PodStatus(ctx, w.uid)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("read pod status from runtime failed; retrying", zap.Error(err))
+			l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
+		}
+		return false
+	}
+	if terminate || p == nil {
+		if err := l.rt.KillPod(ctx, p, st, grace); err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("kill pod failed; retrying", zap.Error(err))
+				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
+			}
+			return false
+		}
+		return l.workerDone(w)
+	}
+	res := l.rt.SyncPod(ctx, p, st)
+	if l.status != nil {
+		l.status.Synced(p, st, res)
+	}
+	next := l.cfg.ResyncPeriod
+	if res.RetryAfter > 0 && res.RetryAfter < next {
+		next = res.RetryAfter
+	}
+	l.queue.Replace(w.uid, next)
+	w.log.Debug("synced pod", zap.Duration("took", l.clock.Since(start)), zap.Duration("next", next), zap.Error(res.Err))
+	return false
+}
