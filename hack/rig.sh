@@ -75,7 +75,7 @@ pid_of() {
 	pid="$(cat "$f" 2>/dev/null)" || return 1
 	case "$pid" in '' | *[!0-9]*) return 1 ;; esac
 	[ -r "/proc/$pid/cmdline" ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$pat" || return 1
+	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$pat" || return 1
 	echo "$pid"
 }
 containerd_pid() { pid_of "$CTRD_PID" "$CTRD_CONF"; }
@@ -193,7 +193,7 @@ start_registry() {
 	# Clear REGISTRY_* so nothing in the environment overrides our config.
 	setsid bash -c 'echo $$ >"$1"; shift; exec env -u REGISTRY_HTTP_ADDR -u REGISTRY_STORAGE "$@"' _ \
 		"$REG_PIDF" /usr/bin/docker-registry serve "$REG_CONF" \
-		</dev/null >>"$REG_LOG" 2>&1 &
+		</dev/null >>"$REG_LOG" 2>&1 9>&- &
 	local i
 	for ((i = 0; i < 150; i++)); do
 		registry_answers && { log "registry up (pid $(cat "$REG_PIDF"))"; return 0; }
@@ -463,7 +463,7 @@ start_containerd() {
 		setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$CTRD_PID" \
 			env -i PATH="$path" HOME=/root LANG=C.UTF-8 TMPDIR="$RIG/tmp" \
 			"$bin" --config "$CTRD_CONF" \
-			</dev/null >>"$CTRD_LOG" 2>&1 &
+			</dev/null >>"$CTRD_LOG" 2>&1 9>&- &
 	fi
 
 	local i
@@ -490,7 +490,7 @@ rig_shim_pids() {
 	local d pid cmd
 	for d in /proc/[0-9]*; do
 		pid="${d#/proc/}"
-		cmd="$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)" || continue
+		cmd="$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")" || continue
 		case "$cmd" in
 		*containerd-shim*"$RIG/"*) echo "$pid" ;;
 		esac
@@ -536,8 +536,8 @@ rig_mounts() {
 }
 
 unmount_rig() {
-	local mp n=0 pass
-	for pass in 1 2 3; do
+	local mp n=0
+	for _ in 1 2 3; do
 		local any=0
 		while IFS= read -r mp; do
 			[ -n "$mp" ] || continue
@@ -559,8 +559,9 @@ kill_rig_leftovers() {
 	# 1. containers runc still knows about (rig's private runc root)
 	for nsdir in "$CTRD_STATE"/runc/*; do
 		[ -d "$nsdir" ] || continue
-		for id in $(ls "$nsdir" 2>/dev/null); do
-			[ -f "$nsdir/$id/state.json" ] || continue
+		for id in "$nsdir"/*; do
+			[ -f "$id/state.json" ] || continue
+			id="$(basename "$id")"
 			log "runc delete --force $id"
 			"$RUNC" --root "$nsdir" delete --force "$id" >/dev/null 2>&1 || true
 		done
@@ -577,7 +578,7 @@ kill_rig_leftovers() {
 		# shellcheck disable=SC2086
 		kill -TERM $pids 2>/dev/null || true
 		sleep 1
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2046
 		kill -KILL $(rig_shim_pids) 2>/dev/null || true
 		for pid in $socks; do
 			case "$pid" in /run/containerd/s/* | "$SHIM_SOCK_DIR"/*) rm -f "$pid" ;; esac

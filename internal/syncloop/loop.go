@@ -100,6 +100,20 @@ const (
 	maxUnhealthyWait = 5 * time.Second
 )
 
+// unhealthyBackoff is the loop's wait while the runtime is unhealthy.
+type unhealthyBackoff struct{ wait time.Duration }
+
+func (b *unhealthyBackoff) next() time.Duration {
+	if b.wait == 0 {
+		b.wait = minUnhealthyWait
+	}
+	w := b.wait
+	b.wait = min(b.wait*2, maxUnhealthyWait)
+	return w
+}
+
+func (b *unhealthyBackoff) reset() { b.wait = 0 }
+
 // Run runs the loop until ctx ends, then waits for every worker.
 func (l *Loop) Run(ctx context.Context) {
 	l.ctx = ctx
@@ -109,19 +123,19 @@ func (l *Loop) Run(ctx context.Context) {
 	defer syncT.Stop()
 	hkT := l.clock.NewTicker(l.cfg.HousekeepingPeriod)
 	defer hkT.Stop()
-	wait := minUnhealthyWait
+	var unhealthy unhealthyBackoff
 	for {
 		if err := l.health(); err != nil {
+			wait := unhealthy.next()
 			l.log.Warn("runtime unhealthy; sync loop backing off", zap.Duration("wait", wait), zap.Error(err))
 			select {
 			case <-ctx.Done():
 				return
 			case <-l.clock.After(wait):
 			}
-			wait = min(wait*2, maxUnhealthyWait)
 			continue
 		}
-		wait = minUnhealthyWait
+		unhealthy.reset()
 		if !l.Iterate(ctx, syncT.C(), hkT.C()) {
 			return
 		}
