@@ -1,0 +1,40 @@
+# nodeagent — see README.md. Every target installs what it needs.
+SHELL := /bin/bash
+GO ?= go
+export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
+
+.PHONY: build test unit e2e bench run rig-up rig-down deps lint clean
+
+build:
+	$(GO) build -o bin/nodeagent ./cmd/nodeagent
+
+deps:
+	bash hack/install-deps.sh
+
+# The whole proof: unit tests (with -race), then end-to-end tests on a rig
+# this target brings up and tears down (containerd 2.x, then Debian's 1.6).
+test: deps unit e2e
+
+unit:
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./test/...
+	$(GO) test -race -count=1 ./...
+
+e2e: deps
+	bash hack/e2e.sh
+
+bench: deps build
+	bash hack/bench.sh
+
+# Run nodeagent with manifests/ against the rig's private containerd.
+run: deps build
+	bash hack/run.sh
+
+rig-up: deps
+	bash hack/rig.sh up
+
+rig-down:
+	bash hack/rig.sh down
+
+clean:
+	rm -rf bin

@@ -1,0 +1,17 @@
+// Package critest provides Fake, a hand-written in-memory cri.Client for
+// tests of the runtime and of code above it.
+//
+// It owns: sandboxes, containers and images kept in maps, with the state
+// transitions a CRI runtime makes (RunPodSandbox → READY, CreateContainer →
+// CREATED, StartContainer → RUNNING, StopContainer → EXITED, removals),
+// label-selector filtering for the list calls, a record of every call in
+// order, and errors injected per method. Tests move containers on with
+// ExitContainer and SetSandboxState.
+//
+// It does not own any kubelet logic: no restart decisions, no networking
+// (each sandbox gets a made-up IP), no image registry (PullImage succeeds
+// unless an error is injected).
+//
+// Concurrency: every method is safe for concurrent use; the runtime stops
+// a pod's containers in parallel.
+package critest

@@ -1,0 +1,147 @@
+package cri
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// labelPod is the pod whose labels and annotations are checked.
+var labelPod = func() *v1.Pod {
+	grace := int64(45)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-node1", Namespace: "prod", UID: "uid-42",
+			Labels:      map[string]string{"app": "web"},
+			Annotations: map[string]string{"kubernetes.io/config.hash": "h1", "owner": "ops"},
+		},
+		Spec: v1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []v1.Container{{
+				Name: "app", Image: "nginx:1.25",
+				Ports:                    []v1.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: v1.ProtocolTCP}},
+				TerminationMessagePath:   "/dev/termination-log",
+				TerminationMessagePolicy: v1.TerminationMessageReadFile,
+				Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{
+					Exec: &v1.ExecAction{Command: []string{"sleep", "5"}},
+				}},
+			}},
+		},
+	}
+}()
+
+func TestPodLabels(t *testing.T) {
+	want := map[string]string{
+		"app":                         "web",
+		"io.kubernetes.pod.name":      "web-node1",
+		"io.kubernetes.pod.namespace": "prod",
+		"io.kubernetes.pod.uid":       "uid-42",
+		"io.nodeagent.managed":        "true",
+	}
+	if diff := cmp.Diff(want, podLabels(labelPod)); diff != "" {
+		t.Errorf("podLabels() (-want +got):\n%s", diff)
+	}
+	// The pod's own labels cannot spoof the agent's keys.
+	p := labelPod.DeepCopy()
+	p.Labels["io.kubernetes.pod.uid"] = "other"
+	if got := podLabels(p)["io.kubernetes.pod.uid"]; got != "uid-42" {
+		t.Errorf("pod uid label = %q, want uid-42", got)
+	}
+}
+
+func TestPodAnnotations(t *testing.T) {
+	want := map[string]string{"kubernetes.io/config.hash": "h1", "owner": "ops", AnnotationSpecHash: "h1"}
+	if diff := cmp.Diff(want, podAnnotations(labelPod, "h1")); diff != "" {
+		t.Errorf("podAnnotations() (-want +got):\n%s", diff)
+	}
+	if _, ok := podAnnotations(labelPod, "")[AnnotationSpecHash]; ok {
+		t.Errorf("podAnnotations() without a spec hash recorded one")
+	}
+}
+
+func TestContainerLabels(t *testing.T) {
+	want := map[string]string{
+		"io.kubernetes.pod.name":       "web-node1",
+		"io.kubernetes.pod.namespace":  "prod",
+		"io.kubernetes.pod.uid":        "uid-42",
+		"io.kubernetes.container.name": "app",
+		"io.nodeagent.managed":         "true",
+	}
+	if diff := cmp.Diff(want, containerLabels(labelPod, &labelPod.Spec.Containers[0])); diff != "" {
+		t.Errorf("containerLabels() (-want +got):\n%s", diff)
+	}
+}
+
+func TestContainerAnnotations(t *testing.T) {
+	c := &labelPod.Spec.Containers[0]
+	tests := []struct {
+		name         string
+		restartCount int
+		init         bool
+		want         map[string]string
+	}{
+		{
+			name:         "first start",
+			restartCount: 0,
+			want: map[string]string{
+				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.restartCount":             "0",
+				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
+				"io.kubernetes.container.terminationMessagePolicy": "File",
+				"io.kubernetes.pod.terminationGracePeriod":         "45",
+				"io.kubernetes.container.ports":                    `[{"name":"http","containerPort":80,"protocol":"TCP"}]`,
+				"io.kubernetes.container.preStopHandler":           `{"exec":{"command":["sleep","5"]}}`,
+			},
+		},
+		{
+			name:         "third restart of an init container",
+			restartCount: 3,
+			init:         true,
+			want: map[string]string{
+				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.restartCount":             "3",
+				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
+				"io.kubernetes.container.terminationMessagePolicy": "File",
+				"io.kubernetes.pod.terminationGracePeriod":         "45",
+				"io.kubernetes.container.ports":                    `[{"name":"http","containerPort":80,"protocol":"TCP"}]`,
+				"io.kubernetes.container.preStopHandler":           `{"exec":{"command":["sleep","5"]}}`,
+				"io.nodeagent.container.init":                      "true",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := containerAnnotations(labelPod, c, tt.restartCount, tt.init)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("containerAnnotations() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHashContainer(t *testing.T) {
+	base := labelPod.Spec.Containers[0]
+	tests := []struct {
+		name   string
+		mutate func(c *v1.Container)
+		same   bool
+	}{
+		{name: "identical copy", mutate: func(*v1.Container) {}, same: true},
+		{name: "image", mutate: func(c *v1.Container) { c.Image = "nginx:1.26" }},
+		{name: "env", mutate: func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "A", Value: "1"}} }},
+		{name: "args", mutate: func(c *v1.Container) { c.Args = []string{"-v"} }},
+		{name: "pull policy", mutate: func(c *v1.Container) { c.ImagePullPolicy = v1.PullAlways }},
+	}
+	want := HashContainer(&base)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := *base.DeepCopy()
+			tt.mutate(&c)
+			if got := HashContainer(&c) == want; got != tt.same {
+				t.Errorf("hash equal = %v, want %v", got, tt.same)
+			}
+		})
+	}
+}
