@@ -82,16 +82,47 @@ func NodeSelector(nodeLabels map[string]string) Handler {
 			return Result{Admit: true}
 		}
 		for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			// An empty term matches no node (API semantics).
+			if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+				continue
+			}
 			sel, err := termSelector(term)
 			if err != nil {
 				return Result{Reason: "NodeAffinity", Message: fmt.Sprintf("invalid node affinity: %v", err)}
 			}
-			if sel.Matches(set) {
+			if sel.Matches(set) && fieldsMatch(term.MatchFields, nodeLabels[v1.LabelHostname]) {
 				return Result{Admit: true}
 			}
 		}
 		return refuse
 	}}
+}
+
+// fieldsMatch judges matchFields; metadata.name is the only field the API
+// allows there.
+func fieldsMatch(reqs []v1.NodeSelectorRequirement, nodeName string) bool {
+	for _, r := range reqs {
+		if r.Key != "metadata.name" {
+			return false
+		}
+		in := false
+		for _, v := range r.Values {
+			in = in || v == nodeName
+		}
+		switch r.Operator {
+		case v1.NodeSelectorOpIn:
+			if !in {
+				return false
+			}
+		case v1.NodeSelectorOpNotIn:
+			if in {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func termSelector(term v1.NodeSelectorTerm) (labels.Selector, error) {

@@ -294,9 +294,6 @@ func TestNodeSelector(t *testing.T) {
 }
 
 func TestNodeSelectorEmptyTermMatchesNothing(t *testing.T) {
-	t.Skip("BUG: handlers.go NodeSelector/termSelector turns a NodeSelectorTerm without matchExpressions " +
-		"(empty, or matchFields only) into an empty labels.Selector that matches every node; the API and the kubelet " +
-		"say an empty term matches no node, and matchFields (metadata.name) must be honoured")
 	tests := []struct {
 		name string
 		term v1.NodeSelectorTerm

@@ -66,6 +66,10 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 			}
 			a.start = append(a.start, i)
 		}
+		if len(a.start) == 0 {
+			// Everything already succeeded: the pod is done, no sandbox.
+			a.createSandbox = false
+		}
 		return a
 	}
 	a.sandboxID = sb.ID
@@ -122,6 +126,11 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 		c := inSandbox(spec.Name, false)
 		switch {
 		case c == nil:
+			// A container that succeeded in an earlier sandbox of an
+			// OnFailure pod is done (the kubelet looks at all instances).
+			if p.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(st.Latest(spec.Name, false)) {
+				continue
+			}
 			a.start = append(a.start, i)
 		case c.State == pod.ContainerRunning:
 			if c.Hash != HashContainer(spec) {

@@ -314,10 +314,6 @@ func TestComputeActions(t *testing.T) {
 }
 
 func TestComputeActionsOnFailureSucceededContainerInOldSandbox(t *testing.T) {
-	t.Skip("BUG: actions.go computeActions starts a container that has no instance in the current sandbox " +
-		"(case c == nil) even when, under restartPolicy OnFailure, it already succeeded in an earlier sandbox; " +
-		"the kubelet's computePodActions looks at the newest instance of any sandbox and does not run it again. " +
-		"Likewise a new sandbox is made for an OnFailure pod whose containers all succeeded")
 	tests := []struct {
 		name string
 		st   *pod.RuntimeStatus

@@ -56,7 +56,7 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		return "", &imageError{reason: ReasonErrImageNeverPull, msg: fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)}
 	}
 	key := string(p.UID) + "/" + c.Image
-	if left := r.cfg.ImagePull.Remaining(key, r.cfg.Clock.Now()); left > 0 {
+	if left := r.cfg.ImagePull.Remaining(key, time.Time{}); left > 0 {
 		return "", &imageError{ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", c.Image), left}
 	}
 	log := r.log.With(zap.String("pod", p.Namespace+"/"+p.Name), zap.String("container", c.Name), zap.String("image", c.Image))

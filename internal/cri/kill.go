@@ -57,7 +57,12 @@ func (r *Runtime) stopPod(ctx context.Context, st *pod.RuntimeStatus, grace int6
 	return nil
 }
 
+// minGracePeriod is the shortest grace a container gets (the kubelet's
+// minimumGracePeriodInSeconds).
+const minGracePeriod = 2
+
 func (r *Runtime) stopContainer(ctx context.Context, id string, grace int64) error {
+	grace = max(grace, minGracePeriod)
 	// The call may take the whole grace period, plus the runtime's own time.
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second+r.cfg.CallTimeout)
 	defer cancel()

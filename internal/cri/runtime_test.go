@@ -572,9 +572,6 @@ func TestSandboxHostname(t *testing.T) {
 }
 
 func TestSandboxHostnameTruncated(t *testing.T) {
-	t.Skip("BUG: sandbox.go sandboxConfig uses the pod name as the hostname without the kubelet's " +
-		"truncatePodHostnameIfNeeded (cap at 63 characters, trim trailing '-' and '.'); a static pod name plus " +
-		"\"-<nodename>\" longer than 63 characters makes the runtime fail to set the hostname")
 	h := newHarness(t)
 	p := webPod.DeepCopy()
 	p.Name = strings.Repeat("a", 62) + "-bcd-node1" // 72 characters; the 63rd is '-'

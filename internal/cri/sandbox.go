@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -24,10 +25,7 @@ func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *run
 		LogDirectory: r.PodLogDir(p),
 	}
 	if !p.Spec.HostNetwork {
-		cfg.Hostname = p.Name
-		if p.Spec.Hostname != "" {
-			cfg.Hostname = p.Spec.Hostname
-		}
+		cfg.Hostname = podHostname(p)
 	}
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
@@ -64,6 +62,19 @@ func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *run
 	}
 	cfg.Linux = linux
 	return cfg
+}
+
+// podHostname is spec.hostname or the pod name, cut to 63 characters
+// without a trailing '-' or '.' (the kubelet's truncatePodHostnameIfNeeded).
+func podHostname(p *v1.Pod) string {
+	h := p.Name
+	if p.Spec.Hostname != "" {
+		h = p.Spec.Hostname
+	}
+	if len(h) <= 63 {
+		return h
+	}
+	return strings.TrimRight(h[:63], "-.")
 }
 
 func namespaceOptions(p *v1.Pod) *runtimeapi.NamespaceOption {

@@ -44,12 +44,6 @@ type Dir struct {
 	// of a manifest keeps its running pod instead of killing it.
 	good     map[string][]*v1.Pod
 	problems map[string]string
-	mtimes   map[string]fileStamp
-}
-
-type fileStamp struct {
-	mod  time.Time
-	size int64
 }
 
 // NewDir validates cfg and returns a Dir.
@@ -65,7 +59,6 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 		log:      cfg.Logger.Named("podsource").With(zap.String("source", pod.SourceFile), zap.String("dir", cfg.Path)),
 		good:     map[string][]*v1.Pod{},
 		problems: map[string]string{},
-		mtimes:   map[string]fileStamp{},
 	}, nil
 }
 
@@ -81,9 +74,9 @@ func (d *Dir) Problems() map[string]string {
 	return out
 }
 
-// Relist reads the directory once and hands the full set of pods to the
-// sink. Files unchanged since the last read (same mtime and size) are not
-// parsed again.
+// Relist reads the directory once, every file again as the kubelet does
+// (an mtime can miss a same-size edit within one timestamp tick), and
+// hands the full set of pods to the sink.
 func (d *Dir) Relist() {
 	d.mu.Lock()
 	pods := d.relistLocked()
@@ -108,11 +101,6 @@ func (d *Dir) relistLocked() []*v1.Pod {
 			continue
 		}
 		present[name] = true
-		stamp := fileStamp{mod: info.ModTime(), size: info.Size()}
-		if old, ok := d.mtimes[name]; ok && old == stamp {
-			continue
-		}
-		d.mtimes[name] = stamp
 		d.readFile(name)
 	}
 	for name := range d.good {
@@ -123,11 +111,6 @@ func (d *Dir) relistLocked() []*v1.Pod {
 	for name := range d.problems {
 		if !present[name] {
 			delete(d.problems, name)
-		}
-	}
-	for name := range d.mtimes {
-		if !present[name] {
-			delete(d.mtimes, name)
 		}
 	}
 	return d.dedupLocked()

@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )

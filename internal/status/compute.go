@@ -209,7 +209,7 @@ func qosClass(p *v1.Pod) v1.PodQOSClass {
 		}
 		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
 			lim, ok := c.Resources.Limits[n]
-			if !ok {
+			if !ok || lim.IsZero() {
 				guaranteed = false
 				continue
 			}

@@ -500,8 +500,6 @@ func TestQOSClass(t *testing.T) {
 }
 
 func TestQOSClassZeroLimitIsNotALimit(t *testing.T) {
-	t.Skip("BUG: compute.go qosClass counts a zero CPU or memory limit as present, so such a pod is Guaranteed; " +
-		"the kubelet's GetPodQOS only counts limits > 0 and reports Burstable")
 	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
 		Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("0"), v1.ResourceMemory: resource.MustParse("64Mi")},

@@ -59,8 +59,8 @@ type Loop struct {
 	// finished is when each recently terminated pod's kill completed, so
 	// housekeeping does not take a snapshot older than that for an orphan.
 	finished map[pod.UID]time.Time
-	wg      sync.WaitGroup
-	ctx     context.Context
+	wg       sync.WaitGroup
+	ctx      context.Context
 }
 
 // New validates cfg and returns a Loop.
@@ -85,10 +85,10 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.ErrorRetry, 2*time.Second)
 	return &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
-		log:     cfg.Logger.Named("syncloop"),
-		queue:   newWorkQueue(cfg.Clock),
-		pods:    map[pod.UID]*v1.Pod{},
-		refused: map[pod.UID]*v1.Pod{},
+		log:      cfg.Logger.Named("syncloop"),
+		queue:    newWorkQueue(cfg.Clock),
+		pods:     map[pod.UID]*v1.Pod{},
+		refused:  map[pod.UID]*v1.Pod{},
 		workers:  map[pod.UID]*worker{},
 		finished: map[pod.UID]time.Time{},
 	}, nil
