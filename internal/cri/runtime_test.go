@@ -376,9 +376,6 @@ func TestSyncPodImagePullBackOff(t *testing.T) {
 }
 
 func TestSyncPodImagePullBackOffExpires(t *testing.T) {
-	t.Skip("BUG: image.go ensureImage calls ImagePull.Remaining(key, r.cfg.Clock.Now()); counting from now, the " +
-		"remaining time is always the whole delay, so the image is not pulled again until the key is forgotten " +
-		"after ResetAfter (600s) instead of after 10s, 20s, …; it should count from the failed pull (e.g. pass a zero time)")
 	h := newHarness(t)
 	h.fake.SetError("PullImage", status.Error(codes.Unknown, "registry down"))
 	h.sync(webPod) // ErrImagePull, backoff 10s
