@@ -181,7 +181,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Clock:        clk,
 		Logger:       log,
 		ResyncPeriod: o.syncFrequency,
-		Housekeeping: rt.GC,
+		Housekeeping: func(active map[pod.UID]bool) {
+			rt.GC()
+			rt.CleanupDirs(active)
+		},
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,9 @@ const (
 	// LabelManaged marks what this agent created, so a runtime shared with
 	// something else is safe from its housekeeping.
 	LabelManaged = "io.nodeagent.managed"
+	// LabelNode is the node name of the agent that made it: agents of
+	// different node names sharing one runtime leave each other alone.
+	LabelNode = "io.nodeagent.node"
 	// AnnotationSpecHash records the pod content hash a sandbox was made
 	// for; a different hash means the pod must be replaced.
 	AnnotationSpecHash = "io.nodeagent.pod.spec-hash"
@@ -45,6 +48,7 @@ func podLabels(p *v1.Pod) map[string]string {
 	l[LabelPodNamespace] = p.Namespace
 	l[LabelPodUID] = string(p.UID)
 	l[LabelManaged] = "true"
+	l[LabelNode] = p.Spec.NodeName
 	return l
 }
 
@@ -66,6 +70,7 @@ func containerLabels(p *v1.Pod, c *v1.Container) map[string]string {
 		LabelPodUID:        string(p.UID),
 		LabelContainerName: c.Name,
 		LabelManaged:       "true",
+		LabelNode:          p.Spec.NodeName,
 	}
 }
 

@@ -39,6 +39,7 @@ func TestPodLabels(t *testing.T) {
 		"io.kubernetes.pod.namespace": "prod",
 		"io.kubernetes.pod.uid":       "uid-42",
 		"io.nodeagent.managed":        "true",
+		"io.nodeagent.node":           labelPod.Spec.NodeName,
 	}
 	if diff := cmp.Diff(want, podLabels(labelPod)); diff != "" {
 		t.Errorf("podLabels() (-want +got):\n%s", diff)
@@ -68,6 +69,7 @@ func TestContainerLabels(t *testing.T) {
 		"io.kubernetes.pod.uid":        "uid-42",
 		"io.kubernetes.container.name": "app",
 		"io.nodeagent.managed":         "true",
+		"io.nodeagent.node":            labelPod.Spec.NodeName,
 	}
 	if diff := cmp.Diff(want, containerLabels(labelPod, &labelPod.Spec.Containers[0])); diff != "" {
 		t.Errorf("containerLabels() (-want +got):\n%s", diff)

@@ -18,7 +18,7 @@ import (
 // and start times are missing. PLEG relists with it; housekeeping finds
 // orphans with it.
 func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
-	filter := map[string]string{LabelManaged: "true"}
+	filter := map[string]string{LabelManaged: "true", LabelNode: r.cfg.NodeName}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
@@ -60,7 +60,7 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
 // container inspected (exit codes, reasons, times) and the newest
 // sandbox's IPs.
 func (r *Runtime) PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	filter := map[string]string{LabelPodUID: string(uid), LabelManaged: "true"}
+	filter := map[string]string{LabelPodUID: string(uid), LabelManaged: "true", LabelNode: r.cfg.NodeName}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})

@@ -191,6 +191,7 @@ func TestSyncPodNewPod(t *testing.T) {
 		cri.LabelPodNamespace: "default",
 		cri.LabelPodUID:       "uid-1",
 		cri.LabelManaged:      "true",
+		cri.LabelNode:         "node1",
 	}
 	if diff := cmp.Diff(wantSbLabels, sbReq.Config.Labels); diff != "" {
 		t.Errorf("sandbox labels (-want +got):\n%s", diff)
@@ -233,6 +234,7 @@ func TestSyncPodNewPod(t *testing.T) {
 		cri.LabelPodUID:        "uid-1",
 		cri.LabelContainerName: "app",
 		cri.LabelManaged:       "true",
+		cri.LabelNode:          "node1",
 	}
 	if diff := cmp.Diff(wantCLabels, cfg.Labels); diff != "" {
 		t.Errorf("container labels (-want +got):\n%s", diff)

@@ -28,6 +28,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	specHash := p.Annotations[configHashAnnotation]
 	a := computeActions(p, specHash, st)
 	log := r.log.With(zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+	defer r.collectGarbage(ctx, st, log)
 	if a.killPod {
 		log.Info("stopping pod to replace its sandbox or end it")
 		if err := r.stopPod(ctx, st, gracePeriod(p, nil), log); err != nil {

@@ -35,9 +35,11 @@ type Config struct {
 	HousekeepingPeriod time.Duration // 2s
 	ResyncPeriod       time.Duration // 10s: every pod is synced at least this often
 	ErrorRetry         time.Duration // 2s: retry after a failed status read or kill
-	// Housekeeping, if set, is called on every housekeeping tick from the
-	// loop goroutine (backoff GC and the like).
-	Housekeeping func()
+	// Housekeeping, if set, is called on every housekeeping tick, once all
+	// sources were seen, from the loop goroutine, with every pod UID that
+	// is desired, being worked on or present in the runtime (backoff GC,
+	// directories of gone pods). It must be quick.
+	Housekeeping func(active map[pod.UID]bool)
 }
 
 // Loop is the sync loop.
@@ -285,12 +287,10 @@ func (l *Loop) handlePLEG(ev pleg.Event) {
 // including pods of an earlier run of the agent whose manifest is gone)
 // are killed, once every source has been heard from.
 func (l *Loop) HandleCleanups() {
-	if l.cfg.Housekeeping != nil {
-		l.cfg.Housekeeping()
-	}
 	if !l.cfg.SourcesReady() {
 		return
 	}
+	defer l.housekeeping()
 	snap, taken := l.cfg.PLEG.Snapshot()
 	l.mu.Lock()
 	for uid, t := range l.finished {
@@ -313,6 +313,26 @@ func (l *Loop) HandleCleanups() {
 		l.log.Info("killing orphaned pod", zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(uid)))
 		l.terminate(uid, nil, -1)
 	}
+}
+
+func (l *Loop) housekeeping() {
+	if l.cfg.Housekeeping == nil {
+		return
+	}
+	snap, _ := l.cfg.PLEG.Snapshot()
+	active := make(map[pod.UID]bool, len(l.pods)+len(snap))
+	for uid := range l.pods {
+		active[uid] = true
+	}
+	for uid := range snap {
+		active[uid] = true
+	}
+	l.mu.Lock()
+	for uid := range l.workers {
+		active[uid] = true
+	}
+	l.mu.Unlock()
+	l.cfg.Housekeeping(active)
 }
 
 // dispatch gives p to its worker, starting one when needed.

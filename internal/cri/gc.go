@@ -1,0 +1,91 @@
+package cri
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// collectGarbage removes what a live pod no longer needs: exited
+// containers that are not the newest instance of their name (the newest
+// stays, for its logs and its restart count), with their log files, and
+// sandboxes that are neither ready nor the newest (the kubelet's container
+// GC with MaxPerPodContainer = 1). Errors are logged and left to the next
+// sync.
+func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log *zap.Logger) {
+	type key struct {
+		name string
+		init bool
+	}
+	seen := map[key]bool{}
+	for _, c := range st.Containers { // newest first
+		k := key{c.Name, c.Init}
+		if !seen[k] {
+			seen[k] = true
+			continue
+		}
+		if c.State != pod.ContainerExited {
+			continue
+		}
+		if err := r.RemoveContainer(ctx, c.ID); err != nil {
+			log.Warn("garbage-collect container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Error(err))
+			continue
+		}
+		if st.Name != "" {
+			logFile := filepath.Join(r.cfg.PodLogsDir, st.Namespace+"_"+st.Name+"_"+string(st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
+			if err := os.Remove(logFile); err != nil && !os.IsNotExist(err) {
+				log.Warn("remove log of collected container", zap.String("file", logFile), zap.Error(err))
+			}
+		}
+		log.Debug("collected dead container", zap.String("container", c.Name), zap.String("containerID", c.ID))
+	}
+	for i, sb := range st.Sandboxes {
+		if i == 0 || sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
+			continue
+		}
+		if err := r.removeSandbox(ctx, sb.ID); err != nil {
+			log.Warn("garbage-collect sandbox", zap.String("sandboxID", sb.ID), zap.Error(err))
+			continue
+		}
+		log.Debug("collected dead sandbox", zap.String("sandboxID", sb.ID))
+	}
+}
+
+// CleanupDirs removes pod directories and pod log directories whose pod
+// UID is not in active (pods known to the agent or present in the
+// runtime): what a crash or a removal behind the agent's back left.
+func (r *Runtime) CleanupDirs(active map[pod.UID]bool) {
+	if entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "pods")); err == nil {
+		for _, e := range entries {
+			if !active[pod.UID(e.Name())] {
+				r.removeDir(filepath.Join(r.cfg.RootDir, "pods", e.Name()))
+			}
+		}
+	}
+	if entries, err := os.ReadDir(r.cfg.PodLogsDir); err == nil {
+		for _, e := range entries {
+			i := strings.LastIndexByte(e.Name(), '_')
+			if i < 0 || !e.IsDir() || strings.Count(e.Name(), "_") < 2 {
+				continue // not a pod log directory
+			}
+			if !active[pod.UID(e.Name()[i+1:])] {
+				r.removeDir(filepath.Join(r.cfg.PodLogsDir, e.Name()))
+			}
+		}
+	}
+}
+
+func (r *Runtime) removeDir(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		r.log.Warn("remove directory of a gone pod", zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	r.log.Info("removed directory of a gone pod", zap.String("dir", dir))
+}
