@@ -14,8 +14,9 @@ import (
 )
 
 // collectGarbage removes what a live pod no longer needs: exited
-// containers that are not the newest instance of their name (the newest
-// stays, for its logs and its restart count), with their log files, and
+// containers beyond the newest instance of their name and the newest dead
+// one (they stay, for logs, the restart count and lastState), with their
+// log files, and
 // sandboxes that are neither ready nor the newest (the kubelet's container
 // GC with MaxPerPodContainer = 1). Errors are logged and left to the next
 // sync.
@@ -24,14 +25,11 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		name string
 		init bool
 	}
-	seen := map[key]bool{}
+	seen := map[key]int{}
 	for _, c := range st.Containers { // newest first
 		k := key{c.Name, c.Init}
-		if !seen[k] {
-			seen[k] = true
-			continue
-		}
-		if c.State != pod.ContainerExited {
+		seen[k]++
+		if seen[k] <= 2 || c.State != pod.ContainerExited {
 			continue
 		}
 		if err := r.RemoveContainer(ctx, c.ID); err != nil {

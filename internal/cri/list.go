@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -177,4 +179,32 @@ func stateOf(s runtimeapi.ContainerState) pod.ContainerState {
 		return pod.ContainerExited
 	}
 	return pod.ContainerUnknown
+}
+
+// WatchEvents follows the runtime's container event stream and calls
+// notify for each event about this node's pods (or of unknown pod). It
+// returns when the stream ends; a runtime without the stream gives an
+// error wrapping errors.ErrUnsupported.
+func (r *Runtime) WatchEvents(ctx context.Context, notify func()) error {
+	stream, err := r.c.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
+	if err != nil {
+		return streamError(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return streamError(err)
+		}
+		if sb := ev.PodSandboxStatus; sb != nil && sb.Labels[LabelNode] != r.cfg.NodeName {
+			continue
+		}
+		notify()
+	}
+}
+
+func streamError(err error) error {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.Unimplemented {
+		return fmt.Errorf("container events: %w: %s", errors.ErrUnsupported, s.Message())
+	}
+	return fmt.Errorf("container events: %w", translate(err))
 }

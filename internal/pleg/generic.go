@@ -49,6 +49,11 @@ type Generic struct {
 	events chan Event
 
 	dropped atomic.Int64
+	// fast is Run's relist period; slow replaces it while an event stream
+	// is up (streaming).
+	fast, slow atomic.Int64
+	streaming  atomic.Bool
+	trigger    chan struct{}
 
 	mu         sync.Mutex
 	last       map[pod.UID]*pod.RuntimeStatus
@@ -57,7 +62,10 @@ type Generic struct {
 
 // NewGeneric returns a PLEG with an event channel of the given capacity.
 func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Generic {
-	return &Generic{lister: l, clock: c, log: log.Named("pleg"), events: make(chan Event, capacity), last: map[pod.UID]*pod.RuntimeStatus{}}
+	g := &Generic{lister: l, clock: c, log: log.Named("pleg"), events: make(chan Event, capacity),
+		last: map[pod.UID]*pod.RuntimeStatus{}, trigger: make(chan struct{}, 1)}
+	g.fast.Store(int64(time.Second))
+	return g
 }
 
 // Watch returns the event stream.
@@ -134,18 +142,37 @@ func (g *Generic) send(ev Event) {
 	}
 }
 
-// Run relists every period until ctx ends.
+// Trigger asks for a relist now; triggers coalesce.
+func (g *Generic) Trigger() {
+	select {
+	case g.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func (g *Generic) period() time.Duration {
+	if g.streaming.Load() {
+		return time.Duration(g.slow.Load())
+	}
+	return time.Duration(g.fast.Load())
+}
+
+// Run relists every period (or the slower period an event stream set, see
+// RunEvented) and on every Trigger, until ctx ends.
 func (g *Generic) Run(ctx context.Context, period time.Duration) {
-	t := g.clock.NewTicker(period)
-	defer t.Stop()
+	g.fast.Store(int64(period))
 	for {
 		if err := g.Relist(ctx); err != nil && ctx.Err() == nil {
 			g.log.Warn("relist failed", zap.Error(err))
 		}
+		t := g.clock.NewTimer(g.period())
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C():
+		case <-g.trigger:
+			t.Stop()
 		}
 	}
 }

@@ -353,13 +353,18 @@ func TestRunRelistsOnEveryTick(t *testing.T) {
 			t.Fatalf("no relist %s", what)
 		}
 	}
-	// Run relists at once. Its ticker exists before that first relist,
-	// so a Step from now on queues a tick that Run picks up.
+	// Run relists at once, then arms a timer for the next relist; Step
+	// once the timer is armed.
 	waitRelist("at start")
 	for i := 0; i < 3; i++ {
+		waitArmed(t, clk)
 		clk.Step(time.Second)
 		waitRelist("after a tick")
 	}
+	// A trigger relists without any time passing.
+	waitArmed(t, clk)
+	g.Trigger()
+	waitRelist("after a trigger")
 	cancel()
 	select {
 	case <-done:
@@ -405,4 +410,16 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// waitArmed waits until Run has armed its relist timer on the fake clock.
+func waitArmed(t *testing.T, clk interface{ HasWaiters() bool }) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("relist timer never armed")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -74,9 +74,10 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	}
 	m.mu.Lock()
 	prev, had := m.last[p.UID]
-	if had && prev.StartTime != nil {
+	switch {
+	case had && prev.StartTime != nil:
 		s.StartTime = prev.StartTime
-	} else {
+	case s.StartTime == nil:
 		s.StartTime = &now
 	}
 	for i := range s.Conditions {
