@@ -29,8 +29,9 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 	// The pod started with its first sandbox, which survives an agent
 	// restart (the kubelet keeps it in the API server).
 	if st != nil && len(st.Sandboxes) > 0 {
-		first := st.Sandboxes[len(st.Sandboxes)-1].CreatedAt
-		out.StartTime = &metav1.Time{Time: first}
+		if first := st.Sandboxes[len(st.Sandboxes)-1].CreatedAt; !first.IsZero() {
+			out.StartTime = &metav1.Time{Time: first}
+		}
 	}
 
 	initsDone := true
