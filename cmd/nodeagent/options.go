@@ -39,6 +39,7 @@ type options struct {
 	nodeLabels               labelMap
 	kubeconfig               string
 	maxRestartBackoff        time.Duration
+	eventedPLEG              bool
 	verbosity                int
 }
 
@@ -94,6 +95,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Var(&o.nodeLabels, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of an API server to take pods from (not yet supported)")
 	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
+	fs.BoolVar(&o.eventedPLEG, "evented-pleg", true, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
 	return fs
 }

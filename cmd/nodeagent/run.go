@@ -193,7 +193,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return dir.Run(gctx) })
 	g.Go(func() error { plegG.Run(gctx, time.Second); return nil })
-	g.Go(func() error { plegG.RunEvented(gctx, rt, 10*time.Second); return nil })
+	if o.eventedPLEG {
+		g.Go(func() error { plegG.RunEvented(gctx, rt, 10*time.Second); return nil })
+	}
 	g.Go(func() error { loop.Run(gctx); return nil })
 	g.Go(func() error {
 		t := clk.NewTicker(5 * time.Second)
