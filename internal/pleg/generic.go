@@ -32,10 +32,17 @@ type Event struct {
 	Data string
 }
 
-// Lister lists what the runtime has for the agent, grouped by pod.
+// Lister reads what the runtime has for the agent.
 type Lister interface {
+	// ListPods lists sandboxes and containers grouped by pod, without
+	// inspecting them (two list calls).
 	ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error)
+	// PodStatus inspects one pod fully (exit codes, times, IPs).
+	PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error)
 }
+
+// inspectParallelism bounds the PodStatus calls of one relist.
+const inspectParallelism = 8
 
 // MaxRelistAge is how old the last successful relist may be before the
 // PLEG is unhealthy (the kubelet's relistThreshold).
@@ -58,12 +65,17 @@ type Generic struct {
 	mu         sync.Mutex
 	last       map[pod.UID]*pod.RuntimeStatus
 	lastRelist time.Time
+	// The status cache (cache.go).
+	cache     map[pod.UID]cacheEntry
+	timestamp time.Time
+	changed   chan struct{}
 }
 
 // NewGeneric returns a PLEG with an event channel of the given capacity.
 func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Generic {
 	g := &Generic{lister: l, clock: c, log: log.Named("pleg"), events: make(chan Event, capacity),
-		last: map[pod.UID]*pod.RuntimeStatus{}, trigger: make(chan struct{}, 1)}
+		last: map[pod.UID]*pod.RuntimeStatus{}, trigger: make(chan struct{}, 1),
+		cache: map[pod.UID]cacheEntry{}, changed: make(chan struct{})}
 	g.fast.Store(int64(time.Second))
 	return g
 }
@@ -95,8 +107,9 @@ func (g *Generic) Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time) {
 	return g.last, g.lastRelist
 }
 
-// Relist lists the runtime once and emits the differences to the previous
-// list.
+// Relist lists the runtime once, inspects the pods that changed into the
+// status cache, and then emits the differences to the previous list (so a
+// worker woken by an event finds the cache already current).
 func (g *Generic) Relist(ctx context.Context) error {
 	start := g.clock.Now()
 	pods, err := g.lister.ListPods(ctx)
@@ -109,27 +122,64 @@ func (g *Generic) Relist(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	old := g.last
-	g.last = next
-	g.lastRelist = start
 	g.mu.Unlock()
 
-	n := 0
+	var events []Event
+	var changed []pod.UID
 	for uid, cur := range next {
-		for _, ev := range diff(uid, old[uid], cur) {
-			g.send(ev)
-			n++
+		evs := diff(uid, old[uid], cur)
+		events = append(events, evs...)
+		g.mu.Lock()
+		e, cached := g.cache[uid]
+		g.mu.Unlock()
+		if len(evs) > 0 || !cached || e.err != nil {
+			changed = append(changed, uid)
 		}
 	}
+	var gone []pod.UID
 	for uid, prev := range old {
 		if _, ok := next[uid]; !ok {
-			for _, ev := range diff(uid, prev, nil) {
-				g.send(ev)
-				n++
-			}
+			events = append(events, diff(uid, prev, nil)...)
+			gone = append(gone, uid)
 		}
 	}
+	statuses := g.inspect(ctx, changed, start)
+
+	g.mu.Lock()
+	g.last = next
+	g.lastRelist = start
+	g.updateCacheLocked(statuses, gone, start)
+	g.mu.Unlock()
+	for _, ev := range events {
+		g.send(ev)
+	}
+	n := len(events)
 	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", n), zap.Duration("took", g.clock.Since(start)))
 	return nil
+}
+
+// inspect reads the full status of the given pods, a few at a time.
+func (g *Generic) inspect(ctx context.Context, uids []pod.UID, at time.Time) map[pod.UID]cacheEntry {
+	out := make(map[pod.UID]cacheEntry, len(uids))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, inspectParallelism)
+	for _, uid := range uids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(uid pod.UID) {
+			defer func() { <-sem; wg.Done() }()
+			st, err := g.lister.PodStatus(ctx, uid)
+			if err != nil {
+				g.log.Warn("inspect pod failed; retried at the next relist", zap.String("uid", string(uid)), zap.Error(err))
+			}
+			mu.Lock()
+			out[uid] = cacheEntry{status: st, err: err, modified: at}
+			mu.Unlock()
+		}(uid)
+	}
+	wg.Wait()
+	return out
 }
 
 func (g *Generic) send(ev Event) {

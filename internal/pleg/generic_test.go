@@ -34,6 +34,17 @@ func (f *fakeLister) ListPods(context.Context) ([]*pod.RuntimeStatus, error) {
 	return f.pods, nil
 }
 
+func (f *fakeLister) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pods {
+		if p.UID == uid {
+			return p, nil
+		}
+	}
+	return &pod.RuntimeStatus{UID: uid}, nil
+}
+
 func (f *fakeLister) set(pods []*pod.RuntimeStatus, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -333,6 +344,10 @@ func (l signalLister) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error
 	case <-ctx.Done():
 	}
 	return nil, nil
+}
+
+func (l signalLister) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
+	return &pod.RuntimeStatus{UID: uid}, nil
 }
 
 func TestRunRelistsOnEveryTick(t *testing.T) {

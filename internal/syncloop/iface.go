@@ -13,8 +13,6 @@ import (
 // Runtime is what the loop's workers need from the container runtime.
 // Calls for one pod never overlap; calls for different pods do.
 type Runtime interface {
-	// PodStatus inspects one pod fully.
-	PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error)
 	// SyncPod makes one step toward the spec; it never waits on a backoff.
 	SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) pod.SyncResult
 	// KillPod stops and removes everything of the pod; p may be nil for an
@@ -22,9 +20,13 @@ type Runtime interface {
 	KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriod int64) error
 }
 
-// PLEG is the event source and the runtime snapshot housekeeping reads.
+// PLEG is the event source, the status cache workers read (the single
+// source of runtime truth) and the list-level snapshot housekeeping reads.
 type PLEG interface {
 	Watch() <-chan pleg.Event
+	// GetNewerThan blocks until the cache holds uid's status as of a time
+	// after min.
+	GetNewerThan(ctx context.Context, uid pod.UID, min time.Time) (*pod.RuntimeStatus, error)
 	Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time)
 	Healthy() error
 }

@@ -28,23 +28,21 @@ type call struct {
 // fakeRuntime records calls on a channel; gate, when set, blocks SyncPod
 // until it is closed.
 type fakeRuntime struct {
-	calls chan call
-	mu    sync.Mutex
-	gate  chan struct{}
-	res   pod.SyncResult
+	calls   chan call
+	mu      sync.Mutex
+	gate    chan struct{}
+	entered chan struct{} // receives when SyncPod waits at the gate
+	res     pod.SyncResult
 }
 
 func newFakeRuntime() *fakeRuntime { return &fakeRuntime{calls: make(chan call, 100)} }
-
-func (f *fakeRuntime) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	return &pod.RuntimeStatus{UID: uid}, nil
-}
 
 func (f *fakeRuntime) SyncPod(_ context.Context, p *v1.Pod, _ *pod.RuntimeStatus) pod.SyncResult {
 	f.mu.Lock()
 	gate, res := f.gate, f.res
 	f.mu.Unlock()
 	if gate != nil {
+		f.entered <- struct{}{}
 		<-gate
 	}
 	f.calls <- call{"sync", p.UID, p}
@@ -65,6 +63,9 @@ type fakePLEG struct {
 
 func (f *fakePLEG) Watch() <-chan pleg.Event { return f.ch }
 func (f *fakePLEG) Healthy() error           { return nil }
+func (f *fakePLEG) GetNewerThan(_ context.Context, uid pod.UID, _ time.Time) (*pod.RuntimeStatus, error) {
+	return &pod.RuntimeStatus{UID: uid}, nil
+}
 func (f *fakePLEG) Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -233,8 +234,10 @@ func TestUpdatesCoalesce(t *testing.T) {
 	gate := make(chan struct{})
 	r.rt.mu.Lock()
 	r.rt.gate = gate
+	r.rt.entered = make(chan struct{}, 10)
 	r.rt.mu.Unlock()
 	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}} })
+	<-r.rt.entered // the first sync is in progress
 	var last *v1.Pod
 	for i := 0; i < 5; i++ {
 		p := testPod("u1", "a")

@@ -3,6 +3,7 @@ package syncloop
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -25,6 +26,10 @@ type worker struct {
 	pod       *v1.Pod // newest desired spec; nil for an orphan
 	terminate bool
 	grace     int64 // for terminate; < 0: the pod's own
+
+	// lastSync is when the worker's last runtime action ended; the next
+	// one needs a cached status newer than that. Worker goroutine only.
+	lastSync time.Time
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod) *worker {
@@ -78,7 +83,7 @@ func (w *worker) step(ctx context.Context) bool {
 	w.mu.Unlock()
 	l := w.loop
 	start := l.clock.Now()
-	st, err := l.rt.PodStatus(ctx, w.uid)
+	st, err := l.cfg.PLEG.GetNewerThan(ctx, w.uid, w.lastSync)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("read pod status from runtime failed; retrying", zap.Error(err))
@@ -86,6 +91,7 @@ func (w *worker) step(ctx context.Context) bool {
 		}
 		return false
 	}
+	defer func() { w.lastSync = l.clock.Now() }()
 	if terminate || p == nil {
 		if err := l.rt.KillPod(ctx, p, st, grace); err != nil {
 			if ctx.Err() == nil {

@@ -1,0 +1,121 @@
+package pleg
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// inspectLister lists pods and answers PodStatus with a marked copy, and
+// counts inspections per pod.
+type inspectLister struct {
+	fakeLister
+	inspected map[pod.UID]int
+	failFor   pod.UID
+}
+
+func (l *inspectLister) PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
+	l.mu.Lock()
+	l.inspected[uid]++
+	fail := uid == l.failFor
+	l.mu.Unlock()
+	if fail {
+		return nil, errors.New("inspect failed")
+	}
+	st, _ := l.fakeLister.PodStatus(ctx, uid)
+	cp := *st
+	cp.Name = "inspected"
+	return &cp, nil
+}
+
+func TestRelistInspectsOnlyChangedPodsIntoTheCache(t *testing.T) {
+	l := &inspectLister{inspected: map[pod.UID]int{}}
+	g, clk := newGeneric(t, l, 100)
+	ctx := context.Background()
+	l.set(snapshot(podOf("a", sbs(sandbox("s1", ready)), ctr("c1", pod.ContainerRunning)), podOf("b", sbs(sandbox("s2", ready)))), nil)
+	if err := g.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := clk.Now()
+	st, err := g.GetNewerThan(ctx, "a", before.Add(-time.Second))
+	if err != nil || st.Name != "inspected" {
+		t.Fatalf("GetNewerThan(a) = %+v, %v; want the inspected status", st, err)
+	}
+	clk.Step(time.Second)
+	// Only a's container changes.
+	l.set(snapshot(podOf("a", sbs(sandbox("s1", ready)), ctr("c1", pod.ContainerExited)), podOf("b", sbs(sandbox("s2", ready)))), nil)
+	if err := g.Relist(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l.inspected["a"] != 2 || l.inspected["b"] != 1 {
+		t.Fatalf("inspections = %v, want a twice and b once", l.inspected)
+	}
+	// b's entry is current as of the second relist without a new inspection.
+	if _, err := g.GetNewerThan(ctx, "b", before); err != nil {
+		t.Fatal(err)
+	}
+	// A pod the runtime never had is empty, not an error.
+	st, err = g.GetNewerThan(ctx, "zz", before)
+	if err != nil || st.UID != "zz" || len(st.Containers) != 0 {
+		t.Fatalf("unknown pod = %+v, %v", st, err)
+	}
+}
+
+func TestRelistRetriesFailedInspections(t *testing.T) {
+	l := &inspectLister{inspected: map[pod.UID]int{}, failFor: "a"}
+	g, clk := newGeneric(t, l, 100)
+	ctx := context.Background()
+	l.set(snapshot(podOf("a", sbs(sandbox("s1", ready)))), nil)
+	g.Relist(ctx)
+	if _, err := g.GetNewerThan(ctx, "a", time.Time{}); err == nil {
+		t.Fatal("want the inspection error")
+	}
+	clk.Step(time.Second)
+	l.mu.Lock()
+	l.failFor = ""
+	l.mu.Unlock()
+	g.Relist(ctx) // no list-level change, but the failed pod is inspected again
+	st, err := g.GetNewerThan(ctx, "a", time.Time{})
+	if err != nil || st.Name != "inspected" || l.inspected["a"] != 2 {
+		t.Fatalf("got %+v, %v after %d inspections", st, err, l.inspected["a"])
+	}
+}
+
+func TestGetNewerThanTriggersARelistAndWaits(t *testing.T) {
+	l := &inspectLister{inspected: map[pod.UID]int{}}
+	g, clk := newGeneric(t, l, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.Relist(ctx)
+	clk.Step(time.Second)
+	lastSync := clk.Now()
+	got := make(chan error, 1)
+	go func() {
+		_, err := g.GetNewerThan(ctx, "a", lastSync)
+		got <- err
+	}()
+	// The waiter asks for a relist.
+	select {
+	case <-g.trigger:
+	case <-time.After(10 * time.Second):
+		t.Fatal("GetNewerThan did not trigger a relist")
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("returned before a newer relist: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	clk.Step(time.Millisecond)
+	g.Relist(ctx)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("GetNewerThan did not return after a newer relist")
+	}
+}
