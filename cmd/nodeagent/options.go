@@ -21,6 +21,9 @@ type options struct {
 	configFile               string
 	manifestDir              string
 	fileCheckFrequency       time.Duration
+	manifestURL              string
+	manifestURLHeader        kvFlag
+	httpCheckFrequency       time.Duration
 	syncFrequency            time.Duration
 	containerRuntimeEndpoint string
 	runtimeRequestTimeout    time.Duration
@@ -36,47 +39,55 @@ type options struct {
 	cniBinDir                string
 	cpuManagerPolicy         string
 	reservedCPUs             string
-	nodeLabels               labelMap
+	nodeLabels               kvFlag
 	kubeconfig               string
 	maxRestartBackoff        time.Duration
 	eventedPLEG              bool
 	verbosity                int
 }
 
-type labelMap map[string]string
+// kvFlag is a "k<sep>v,k<sep>v" flag: node labels (=) and HTTP headers (:).
+type kvFlag struct {
+	m   map[string]string
+	sep string
+}
 
-func (m *labelMap) String() string {
+func (f *kvFlag) String() string {
 	var parts []string
-	for k, v := range *m {
-		parts = append(parts, k+"="+v)
+	for k, v := range f.m {
+		parts = append(parts, k+f.sep+v)
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }
 
-func (m *labelMap) Set(s string) error {
-	if *m == nil {
-		*m = labelMap{}
+func (f *kvFlag) Set(s string) error {
+	if f.m == nil {
+		f.m = map[string]string{}
 	}
 	for _, kv := range strings.Split(s, ",") {
 		if kv == "" {
 			continue
 		}
-		k, v, ok := strings.Cut(kv, "=")
+		k, v, ok := strings.Cut(kv, f.sep)
 		if !ok {
-			return fmt.Errorf("node label %q: want key=value", kv)
+			return fmt.Errorf("%q: want key%svalue", kv, f.sep)
 		}
-		(*m)[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		f.m[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
 	return nil
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
+	o.nodeLabels.sep, o.manifestURLHeader.sep = "=", ":"
 	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
 	fs.StringVar(&o.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); command-line flags override it")
 	fs.StringVar(&o.manifestDir, "manifest-dir", "", "directory of static pod manifests (YAML or JSON)")
 	fs.StringVar(&o.manifestDir, "pod-manifest-path", "", "alias of --manifest-dir (kubelet's name)")
 	fs.DurationVar(&o.fileCheckFrequency, "file-check-frequency", 20*time.Second, "period of the manifest directory re-list that catches missed inotify events")
+	fs.StringVar(&o.manifestURL, "manifest-url", "", "URL serving static pod manifests (YAML/JSON documents or a PodList), polled")
+	fs.Var(&o.manifestURLHeader, "manifest-url-header", "HTTP headers for --manifest-url: 'Name:value,Other:value'")
+	fs.DurationVar(&o.httpCheckFrequency, "http-check-frequency", 20*time.Second, "poll period of --manifest-url")
 	fs.DurationVar(&o.syncFrequency, "sync-frequency", time.Minute, "longest time between two syncs of a running pod")
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint (unix socket)")
 	fs.DurationVar(&o.runtimeRequestTimeout, "runtime-request-timeout", 2*time.Minute, "timeout of every CRI call but image pulls")
@@ -149,6 +160,16 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 		}
 	}
 	str("manifest-dir", &o.manifestDir, kc.StaticPodPath)
+	str("manifest-url", &o.manifestURL, kc.StaticPodURL)
+	dur("http-check-frequency", &o.httpCheckFrequency, kc.HTTPCheckFrequency.Duration)
+	if !set["manifest-url-header"] && len(kc.StaticPodURLHeader) > 0 {
+		o.manifestURLHeader.m = map[string]string{}
+		for k, vs := range kc.StaticPodURLHeader {
+			if len(vs) > 0 {
+				o.manifestURLHeader.m[k] = vs[0]
+			}
+		}
+	}
 	str("container-runtime-endpoint", &o.containerRuntimeEndpoint, kc.ContainerRuntimeEndpoint)
 	str("pod-cidr", &o.podCIDR, kc.PodCIDR)
 	str("cpu-manager-policy", &o.cpuManagerPolicy, kc.CPUManagerPolicy)
@@ -168,8 +189,8 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 
 func (o *options) validate() error {
 	var errs []error
-	if o.manifestDir == "" && o.kubeconfig == "" {
-		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config)"))
+	if o.manifestDir == "" && o.manifestURL == "" && o.kubeconfig == "" {
+		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config) and/or --manifest-url"))
 	}
 	if o.kubeconfig != "" {
 		errs = append(errs, errors.New("--kubeconfig: API server mode is not built yet; run with --manifest-dir"))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -139,13 +140,38 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	mux := podsource.NewMux(pod.SourceFile)
-	dir, err := podsource.NewDir(podsource.DirConfig{
-		Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
-		Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
-	})
-	if err != nil {
-		return err
+	var sources []string
+	var runSources []func(context.Context) error
+	if o.manifestDir != "" {
+		sources = append(sources, pod.SourceFile)
+	}
+	if o.manifestURL != "" {
+		sources = append(sources, pod.SourceHTTP)
+	}
+	mux := podsource.NewMux(sources...)
+	if o.manifestDir != "" {
+		dir, err := podsource.NewDir(podsource.DirConfig{
+			Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
+			Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+		})
+		if err != nil {
+			return err
+		}
+		runSources = append(runSources, dir.Run)
+	}
+	if o.manifestURL != "" {
+		header := http.Header{}
+		for k, v := range o.manifestURLHeader.m {
+			header.Add(k, v)
+		}
+		src, err := podsource.NewHTTP(podsource.HTTPConfig{
+			URL: o.manifestURL, Header: header, NodeName: nodeName, Period: o.httpCheckFrequency, Clock: clk, Logger: log,
+			Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceHTTP, pods) },
+		})
+		if err != nil {
+			return err
+		}
+		runSources = append(runSources, src.Run)
 	}
 	plegG := pleg.NewGeneric(rt, clk, log, 1000)
 
@@ -157,7 +183,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	checkHealth()
 
 	labels := map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
-	for k, v := range o.nodeLabels {
+	for k, v := range o.nodeLabels.m {
 		labels[k] = v
 	}
 	loop, err := syncloop.New(syncloop.Config{
@@ -191,7 +217,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return dir.Run(gctx) })
+	for _, run := range runSources {
+		g.Go(func() error { return run(gctx) })
+	}
 	g.Go(func() error { plegG.Run(gctx, time.Second); return nil })
 	if o.eventedPLEG {
 		g.Go(func() error { plegG.RunEvented(gctx, rt, 10*time.Second); return nil })

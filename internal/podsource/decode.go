@@ -47,6 +47,16 @@ func Decode(data []byte) ([]Document, error) {
 		if err := json.Unmarshal(raw, &tm); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
+		if tm.Kind == "PodList" && (tm.APIVersion == "v1" || tm.APIVersion == "") {
+			var list v1.PodList
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return nil, fmt.Errorf("document %d: decode pod list: %w", i, err)
+			}
+			for j := range list.Items {
+				docs = append(docs, Document{Index: i, Pod: &list.Items[j]})
+			}
+			continue
+		}
 		if tm.Kind != "Pod" || (tm.APIVersion != "v1" && tm.APIVersion != "") {
 			docs = append(docs, Document{Index: i, Kind: fmt.Sprintf("%s %s", tm.APIVersion, tm.Kind)})
 			continue

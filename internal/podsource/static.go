@@ -41,6 +41,11 @@ func DefaultStatic(p *v1.Pod, nodeName, source string) (hash string) {
 	h := md5.New()
 	h.Write(body)
 	h.Write([]byte("host:" + nodeName))
+	if source != "file" {
+		// Pods of different sources never share a UID; file pods keep the
+		// UID they had before there were other sources.
+		h.Write([]byte("source:" + source))
+	}
 	hash = hex.EncodeToString(h.Sum(nil))
 	if p.UID == "" {
 		p.UID = types.UID(hash)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigFileFillsWhatFlagsDoNotSet(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /etc/kubernetes/manifests
+fileCheckFrequency: 7s
+maxPods: 12
+podCIDR: 10.1.0.0/24
+staticPodURL: http://127.0.0.1:1/pods
+staticPodURLHeader: {X-Token: [abc]}
+crashLoopBackOff: {maxContainerRestartPeriod: 60s}
+`), 0o644)
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, o *options)
+	}{
+		{"file only", []string{"--config", cfg}, func(t *testing.T, o *options) {
+			if o.manifestDir != "/etc/kubernetes/manifests" || o.fileCheckFrequency != 7*time.Second || o.maxPods != 12 ||
+				o.podCIDR != "10.1.0.0/24" || o.maxRestartBackoff != time.Minute || o.manifestURL != "http://127.0.0.1:1/pods" ||
+				o.manifestURLHeader.m["X-Token"] != "abc" {
+				t.Errorf("options %+v", o)
+			}
+		}},
+		{"flags win", []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"}, func(t *testing.T, o *options) {
+			if o.manifestDir != "/m" || o.maxPods != 3 || o.fileCheckFrequency != time.Second || o.podCIDR != "10.1.0.0/24" {
+				t.Errorf("options %+v", o)
+			}
+		}},
+		{"node labels and headers", []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"}, func(t *testing.T, o *options) {
+			if o.nodeLabels.m["a"] != "1" || o.nodeLabels.m["b"] != "2" || o.manifestURLHeader.m["B"] != "y" {
+				t.Errorf("labels %v headers %v", o.nodeLabels.m, o.manifestURLHeader.m)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := parseOptions(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: v1\nkind: Pod\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no source", nil, "give --manifest-dir"},
+		{"static cpu policy", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static"}, "not built yet"},
+		{"kubeconfig", []string{"--manifest-dir", "/m", "--kubeconfig", "/k"}, "API server mode"},
+		{"wrong config kind", []string{"--config", bad}, "want kind KubeletConfiguration"},
+		{"bad label", []string{"--manifest-dir", "/m", "--node-labels", "novalue"}, "want key=value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseOptions(tt.args)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
