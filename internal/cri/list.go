@@ -58,48 +58,57 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
 	return out, nil
 }
 
-// PodStatus returns everything the runtime knows about one pod, with every
-// container inspected (exit codes, reasons, times) and the newest
-// sandbox's IPs.
-func (r *Runtime) PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	filter := map[string]string{LabelPodUID: string(uid), LabelManaged: "true", LabelNode: r.cfg.NodeName}
+// InspectPod completes a list-level view of one pod (from ListPods) with
+// what only inspection gives — exit codes, reasons, times, the sandbox IP —
+// reusing prev (the last inspected view) for every container whose state
+// did not change and for an unchanged newest sandbox, so a relist costs one
+// ContainerStatus per changed container.
+func (r *Runtime) InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
-	if err != nil {
-		return nil, fmt.Errorf("list pod sandboxes: %w", translate(err))
+	known := map[string]*pod.Container{}
+	if prev != nil {
+		for _, c := range prev.Containers {
+			known[c.ID] = c
+		}
 	}
-	cs, err := r.c.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{LabelSelector: filter}})
-	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", translate(err))
+	st := &pod.RuntimeStatus{UID: listed.UID, Name: listed.Name, Namespace: listed.Namespace}
+	for _, sb := range listed.Sandboxes {
+		cp := *sb
+		st.Sandboxes = append(st.Sandboxes, &cp)
 	}
-	st := &pod.RuntimeStatus{UID: uid}
-	for _, sb := range sbs.Items {
-		st.Name, st.Namespace = sb.Labels[LabelPodName], sb.Labels[LabelPodNamespace]
-		st.Sandboxes = append(st.Sandboxes, sandboxFromList(sb))
-	}
-	for _, c := range cs.Containers {
-		pc := containerFromList(c)
-		resp, err := r.c.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+	for _, c := range listed.Containers {
+		if old, ok := known[c.ID]; ok && old.State == c.State {
+			st.Containers = append(st.Containers, old)
+			continue
+		}
+		pc := *c
+		resp, err := r.c.ContainerStatus(cctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.ID})
 		switch {
 		case err == nil && resp.Status != nil:
-			mergeContainerStatus(pc, resp.Status)
+			mergeContainerStatus(&pc, resp.Status)
 		case errors.Is(translate(err), ErrNotFound):
 			continue // removed between list and inspect
 		case err != nil:
-			return nil, fmt.Errorf("inspect container %s: %w", c.Id, translate(err))
+			return nil, fmt.Errorf("inspect container %s: %w", c.ID, translate(err))
 		}
-		st.Containers = append(st.Containers, pc)
+		st.Containers = append(st.Containers, &pc)
 	}
 	sortStatus(st)
-	if sb := st.LatestSandbox(); sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-		resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID})
-		if err == nil && resp.Status != nil && resp.Status.Network != nil {
-			sb.IP = resp.Status.Network.Ip
-			sb.IPs = []string{sb.IP}
-			for _, ip := range resp.Status.Network.AdditionalIps {
-				sb.IPs = append(sb.IPs, ip.Ip)
-			}
+	sb := st.LatestSandbox()
+	if sb == nil || sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
+		return st, nil
+	}
+	if old := prev.LatestSandbox(); old != nil && old.ID == sb.ID && old.IP != "" {
+		sb.IP, sb.IPs = old.IP, old.IPs
+		return st, nil
+	}
+	resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID})
+	if err == nil && resp.Status != nil && resp.Status.Network != nil {
+		sb.IP = resp.Status.Network.Ip
+		sb.IPs = []string{sb.IP}
+		for _, ip := range resp.Status.Network.AdditionalIps {
+			sb.IPs = append(sb.IPs, ip.Ip)
 		}
 	}
 	return st, nil

@@ -94,11 +94,21 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) status(p *v1.Pod) *pod.RuntimeStatus {
 	h.t.Helper()
-	st, err := h.rt.PodStatus(context.Background(), p.UID)
+	ctx := context.Background()
+	pods, err := h.rt.ListPods(ctx)
 	if err != nil {
-		h.t.Fatalf("PodStatus() error = %v", err)
+		h.t.Fatalf("ListPods() error = %v", err)
 	}
-	return st
+	for _, listed := range pods {
+		if listed.UID == p.UID {
+			st, err := h.rt.InspectPod(ctx, listed, nil)
+			if err != nil {
+				h.t.Fatalf("InspectPod() error = %v", err)
+			}
+			return st
+		}
+	}
+	return &pod.RuntimeStatus{UID: p.UID}
 }
 
 // sync reads the pod's status, forgets the calls made so far and syncs
@@ -757,9 +767,9 @@ func TestPodStatusTranslatesErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.fake.SetError("ListPodSandbox", status.Error(tt.code, "x"))
-			_, err := h.rt.PodStatus(context.Background(), "uid-1")
+			_, err := h.rt.ListPods(context.Background())
 			if !errors.Is(err, tt.want) {
-				t.Errorf("PodStatus() error = %v, want errors.Is %v", err, tt.want)
+				t.Errorf("ListPods() error = %v, want errors.Is %v", err, tt.want)
 			}
 		})
 	}
@@ -797,5 +807,54 @@ func TestListPods(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, views); diff != "" {
 		t.Errorf("ListPods() (-want +got):\n%s", diff)
+	}
+}
+
+// InspectPod inspects only what changed since the previous view.
+func TestInspectPodReusesUnchangedContainers(t *testing.T) {
+	h := newHarness(t)
+	h.sync(webPod)
+	ctx := context.Background()
+	list := func() *pod.RuntimeStatus {
+		pods, err := h.rt.ListPods(ctx)
+		if err != nil || len(pods) != 1 {
+			t.Fatalf("ListPods = %v, %v", pods, err)
+		}
+		return pods[0]
+	}
+	first, err := h.rt.InspectPod(ctx, list(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.fake.ResetCalls()
+	second, err := h.rt.InspectPod(ctx, list(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range h.fake.Methods() {
+		if m == "ContainerStatus" || m == "PodSandboxStatus" {
+			t.Fatalf("unchanged pod re-inspected: %v", h.fake.Methods())
+		}
+	}
+	if second.LatestSandbox().IP == "" || len(second.Containers) != len(first.Containers) {
+		t.Fatalf("reused view lost data: %+v", second)
+	}
+	c := second.Containers[0]
+	if err := h.fake.ExitContainer(c.ID, 3, "Error"); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.ResetCalls()
+	third, err := h.rt.InspectPod(ctx, list(), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range h.fake.Methods() {
+		if m == "ContainerStatus" {
+			n++
+		}
+	}
+	if n != 1 || third.Containers[0].ExitCode != 3 {
+		t.Fatalf("want one inspection and exit code 3, got %d calls and %+v", n, third.Containers[0])
 	}
 }

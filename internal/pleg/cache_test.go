@@ -17,16 +17,15 @@ type inspectLister struct {
 	failFor   pod.UID
 }
 
-func (l *inspectLister) PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
+func (l *inspectLister) InspectPod(_ context.Context, listed, _ *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
 	l.mu.Lock()
-	l.inspected[uid]++
-	fail := uid == l.failFor
+	l.inspected[listed.UID]++
+	fail := listed.UID == l.failFor
 	l.mu.Unlock()
 	if fail {
 		return nil, errors.New("inspect failed")
 	}
-	st, _ := l.fakeLister.PodStatus(ctx, uid)
-	cp := *st
+	cp := *listed
 	cp.Name = "inspected"
 	return &cp, nil
 }

@@ -80,8 +80,8 @@ func TestRunEventedSlowsRelistWhileStreamUpAndTriggers(t *testing.T) {
 type staticLister struct{}
 
 func (staticLister) ListPods(context.Context) ([]*pod.RuntimeStatus, error) { return nil, nil }
-func (staticLister) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	return &pod.RuntimeStatus{UID: uid}, nil
+func (staticLister) InspectPod(_ context.Context, listed, _ *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
+	return listed, nil
 }
 
 func waitFor(t *testing.T, cond func() bool) {

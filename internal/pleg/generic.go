@@ -37,8 +37,10 @@ type Lister interface {
 	// ListPods lists sandboxes and containers grouped by pod, without
 	// inspecting them (two list calls).
 	ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error)
-	// PodStatus inspects one pod fully (exit codes, times, IPs).
-	PodStatus(ctx context.Context, uid pod.UID) (*pod.RuntimeStatus, error)
+	// InspectPod completes a listed pod with what only inspection gives
+	// (exit codes, times, IPs); prev is its last inspected view or nil,
+	// whose unchanged parts may be reused.
+	InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatus) (*pod.RuntimeStatus, error)
 }
 
 // inspectParallelism bounds the PodStatus calls of one relist.
@@ -143,7 +145,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 			gone = append(gone, uid)
 		}
 	}
-	statuses := g.inspect(ctx, changed, start)
+	statuses := g.inspect(ctx, changed, next, start)
 
 	g.mu.Lock()
 	g.last = next
@@ -159,7 +161,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 }
 
 // inspect reads the full status of the given pods, a few at a time.
-func (g *Generic) inspect(ctx context.Context, uids []pod.UID, at time.Time) map[pod.UID]cacheEntry {
+func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UID]*pod.RuntimeStatus, at time.Time) map[pod.UID]cacheEntry {
 	out := make(map[pod.UID]cacheEntry, len(uids))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -169,7 +171,10 @@ func (g *Generic) inspect(ctx context.Context, uids []pod.UID, at time.Time) map
 		sem <- struct{}{}
 		go func(uid pod.UID) {
 			defer func() { <-sem; wg.Done() }()
-			st, err := g.lister.PodStatus(ctx, uid)
+			g.mu.Lock()
+			prev := g.cache[uid].status
+			g.mu.Unlock()
+			st, err := g.lister.InspectPod(ctx, listed[uid], prev)
 			if err != nil {
 				g.log.Warn("inspect pod failed; retried at the next relist", zap.String("uid", string(uid)), zap.Error(err))
 			}

@@ -34,15 +34,8 @@ func (f *fakeLister) ListPods(context.Context) ([]*pod.RuntimeStatus, error) {
 	return f.pods, nil
 }
 
-func (f *fakeLister) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.pods {
-		if p.UID == uid {
-			return p, nil
-		}
-	}
-	return &pod.RuntimeStatus{UID: uid}, nil
+func (f *fakeLister) InspectPod(_ context.Context, listed, _ *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
+	return listed, nil
 }
 
 func (f *fakeLister) set(pods []*pod.RuntimeStatus, err error) {
@@ -346,8 +339,8 @@ func (l signalLister) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error
 	return nil, nil
 }
 
-func (l signalLister) PodStatus(_ context.Context, uid pod.UID) (*pod.RuntimeStatus, error) {
-	return &pod.RuntimeStatus{UID: uid}, nil
+func (l signalLister) InspectPod(_ context.Context, listed, _ *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
+	return listed, nil
 }
 
 func TestRunRelistsOnEveryTick(t *testing.T) {
