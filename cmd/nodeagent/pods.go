@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,10 +25,12 @@ func cmdPods(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	pods, err := status.List(statusDir(*root, *dir))
+	sdir := statusDir(*root, *dir)
+	pods, err := status.List(sdir)
 	if err != nil {
 		return err
 	}
+	defer printProblems(sdir)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(w, "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP")
 	for _, p := range pods {
@@ -46,6 +49,23 @@ func cmdPods(args []string) error {
 			displayStatus(p), restarts, age, p.Status.PodIP)
 	}
 	return w.Flush()
+}
+
+// printProblems lists the manifests nodeagent could not use.
+func printProblems(dir string) {
+	problems, err := status.ReadSourceProblems(dir)
+	if err != nil || len(problems) == 0 {
+		return
+	}
+	fmt.Println("\nMANIFEST PROBLEMS (these manifests are not applied; pods they ran keep running as last read)")
+	var lines []string
+	for source, items := range problems {
+		for item, reason := range items {
+			lines = append(lines, fmt.Sprintf("  %s %s: %s", source, item, reason))
+		}
+	}
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
 }
 
 // displayStatus is kubectl's STATUS column: the pod reason, else the first
@@ -106,8 +126,20 @@ func cmdDescribe(args []string) error {
 			if err != nil {
 				return err
 			}
-			_, err = os.Stdout.Write(out)
-			return err
+			if _, err := os.Stdout.Write(out); err != nil {
+				return err
+			}
+			events, err := status.ReadEvents(statusDir(*root, *dir), p)
+			if err != nil || len(events) == 0 {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(w, "\nEvents:\nTYPE\tREASON\tAGE\tCOUNT\tMESSAGE")
+			for _, e := range events {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", e.Type, e.Reason,
+					time.Since(e.LastTimestamp.Time).Round(time.Second), e.Count, e.Message)
+			}
+			return w.Flush()
 		}
 	}
 	return fmt.Errorf("pod %q not found in %s", want, statusDir(*root, *dir))

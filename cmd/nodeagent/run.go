@@ -126,17 +126,18 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 	}
 
+	statuses, err := status.NewManager(statusDir, nodeName, runtimeName, nodeIP, clk, log)
+	if err != nil {
+		return err
+	}
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk,
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
 		NodeName:  nodeName, NodeIP: nodeIP,
+		Recorder: statuses,
 	})
-	if err != nil {
-		return err
-	}
-	statuses, err := status.NewManager(statusDir, runtimeName, nodeIP, clk, log)
 	if err != nil {
 		return err
 	}
@@ -152,7 +153,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if o.manifestDir != "" {
 		dir, err := podsource.NewDir(podsource.DirConfig{
 			Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
-			Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+			Sink:     func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+			Problems: func(p map[string]string) { statuses.SourceProblems(pod.SourceFile, p) },
 		})
 		if err != nil {
 			return err
@@ -166,7 +168,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		src, err := podsource.NewHTTP(podsource.HTTPConfig{
 			URL: o.manifestURL, Header: header, NodeName: nodeName, Period: o.httpCheckFrequency, Clock: clk, Logger: log,
-			Sink: func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceHTTP, pods) },
+			Sink:     func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceHTTP, pods) },
+			Problems: func(p map[string]string) { statuses.SourceProblems(pod.SourceHTTP, p) },
 		})
 		if err != nil {
 			return err

@@ -183,9 +183,11 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		return &startError{ReasonCreateContainerError, fmt.Errorf("create container: %w", translate(err))}
 	}
 	log = log.With(zap.String("containerID", created.ContainerId))
+	r.event(p, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
 	if _, err := r.c.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
 		return &startError{ReasonRunContainerError, fmt.Errorf("start container: %w", translate(err))}
 	}
 	log.Info("container started", zap.Int("restartCount", restartCount))
+	r.event(p, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
 	return nil
 }

@@ -53,14 +53,18 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		return present, nil
 	}
 	if c.ImagePullPolicy == v1.PullNever {
+		r.event(p, v1.EventTypeWarning, ReasonErrImageNeverPull, "Container image %q is not present with pull policy of Never", c.Image)
 		return "", &imageError{reason: ReasonErrImageNeverPull, msg: fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)}
 	}
 	key := string(p.UID) + "/" + c.Image
 	if left := r.cfg.ImagePull.Remaining(key, time.Time{}); left > 0 {
+		r.event(p, v1.EventTypeNormal, "BackOff", "Back-off pulling image %q", c.Image)
 		return "", &imageError{ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", c.Image), left}
 	}
 	log := r.log.With(zap.String("pod", p.Namespace+"/"+p.Name), zap.String("container", c.Name), zap.String("image", c.Image))
 	log.Info("pulling image")
+	r.event(p, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := r.cfg.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.PullTimeout)
 	defer cancel()
 	resp, err := r.c.PullImage(cctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
@@ -68,10 +72,12 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		delay := r.cfg.ImagePull.Next(key)
 		err = translate(err)
 		log.Warn("pull image failed; backing off", zap.Duration("backoff", delay), zap.Error(err))
+		r.event(p, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return "", &imageError{ReasonErrImagePull, fmt.Sprintf("pull image %q: %v", c.Image, err), delay}
 	}
 	r.cfg.ImagePull.Reset(key)
 	log.Info("pulled image", zap.String("imageRef", resp.ImageRef))
+	r.event(p, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", c.Image, r.cfg.Clock.Since(start).Round(time.Millisecond))
 	return resp.ImageRef, nil
 }
 

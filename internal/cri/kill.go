@@ -18,7 +18,8 @@ import (
 
 // stopPod stops every running container at once, each with the grace
 // period, then stops every ready sandbox (which tears down its network).
-func (r *Runtime) stopPod(ctx context.Context, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
+// p may be nil (an orphan); it is only used for events.
+func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -32,6 +33,7 @@ func (r *Runtime) stopPod(ctx context.Context, st *pod.RuntimeStatus, grace int6
 		go func(c *pod.Container) {
 			defer wg.Done()
 			log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace))
+			r.event(p, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
 			if err := r.stopContainer(ctx, c.ID, grace); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -87,7 +89,7 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		}
 		grace = gracePeriod(p, first)
 	}
-	if err := r.stopPod(ctx, st, grace, log); err != nil {
+	if err := r.stopPod(ctx, p, st, grace, log); err != nil {
 		return err
 	}
 	for _, sb := range st.Sandboxes {

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -34,6 +35,15 @@ type Config struct {
 	// NodeName and NodeIP fill downward-API env vars.
 	NodeName string
 	NodeIP   string
+	// Recorder, if set, receives the kubelet's pod events (Pulling,
+	// Pulled, Created, Started, Killing, BackOff, Failed, …).
+	Recorder Recorder
+}
+
+// Recorder receives events about pods. Called from pod workers
+// concurrently.
+type Recorder interface {
+	Event(p *v1.Pod, eventType, reason, message string)
 }
 
 // Runtime drives pods on a CRI runtime.
@@ -75,6 +85,12 @@ func (r *Runtime) PodLogDir(p *v1.Pod) string {
 // PodDir is a pod's directory under RootDir.
 func (r *Runtime) PodDir(uid string) string {
 	return filepath.Join(r.cfg.RootDir, "pods", uid)
+}
+
+func (r *Runtime) event(p *v1.Pod, eventType, reason, format string, args ...any) {
+	if r.cfg.Recorder != nil && p != nil {
+		r.cfg.Recorder.Event(p, eventType, reason, fmt.Sprintf(format, args...))
+	}
 }
 
 // GC forgets backoff entries nobody used for long.

@@ -31,7 +31,10 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	defer r.collectGarbage(ctx, st, log)
 	if a.killPod {
 		log.Info("stopping pod to replace its sandbox or end it")
-		if err := r.stopPod(ctx, st, gracePeriod(p, nil), log); err != nil {
+		if a.createSandbox {
+			r.event(p, v1.EventTypeNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		}
+		if err := r.stopPod(ctx, p, st, gracePeriod(p, nil), log); err != nil {
 			res.Err = err
 			res.Retry(retryAfterError)
 			return res
@@ -49,6 +52,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		id, err := r.runSandbox(ctx, sbCfg)
 		if err != nil {
 			log.Error("create pod sandbox failed", zap.Error(err))
+			r.event(p, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
 			res.Err = err
 			res.SandboxError = err.Error()
 			res.Retry(retryAfterError)
@@ -65,6 +69,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	}
 	for _, c := range a.kill {
 		log.Info("stopping container whose spec changed", zap.String("container", c.Name), zap.String("containerID", c.ID))
+		r.event(p, v1.EventTypeNormal, "Killing", "Container %s definition changed, will be restarted", c.Name)
 		if err := r.stopContainer(ctx, c.ID, gracePeriod(p, c)); err != nil {
 			res.Err = err
 			res.Retry(retryAfterError)
@@ -86,6 +91,7 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init
 	key := string(p.UID) + "/" + c.Name + "/" + HashContainer(c)
 	if prev := st.Latest(c.Name, init); prev != nil && prev.State == pod.ContainerExited {
 		if left := r.cfg.CrashLoop.Remaining(key, prev.FinishedAt); left > 0 {
+			r.event(p, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.Name, pod.FullName(p))
 			res.SetWaiting(c.Name, ReasonCrashLoopBackOff,
 				fmt.Sprintf("back-off %s restarting failed container=%s pod=%s(%s)", r.cfg.CrashLoop.Delay(key), c.Name, p.Name, p.UID), left)
 			return
@@ -106,6 +112,7 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init
 	var se *startError
 	if errors.As(err, &se) {
 		log.Error("start container failed", zap.String("reason", se.reason), zap.Error(err))
+		r.event(p, v1.EventTypeWarning, "Failed", "Error: %s: %v", se.reason, err)
 		res.SetWaiting(c.Name, se.reason, err.Error(), retryAfterError)
 		return
 	}

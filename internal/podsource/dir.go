@@ -30,6 +30,9 @@ type DirConfig struct {
 	Logger *zap.Logger
 	// Sink receives the full set of pods after every change.
 	Sink func(pods []*v1.Pod)
+	// Problems, if set, receives the file problems (file → reason; empty
+	// when none) whenever they change.
+	Problems func(map[string]string)
 }
 
 // Dir is the manifest-directory source: every regular, non-hidden file of
@@ -44,6 +47,7 @@ type Dir struct {
 	// of a manifest keeps its running pod instead of killing it.
 	good     map[string][]*v1.Pod
 	problems map[string]string
+	reported string // problems last handed to cfg.Problems, encoded
 }
 
 // NewDir validates cfg and returns a Dir.
@@ -80,7 +84,18 @@ func (d *Dir) Problems() map[string]string {
 func (d *Dir) Relist() {
 	d.mu.Lock()
 	pods := d.relistLocked()
+	var problems map[string]string
+	if enc := fmt.Sprint(d.problems); d.cfg.Problems != nil && enc != d.reported {
+		d.reported = enc
+		problems = make(map[string]string, len(d.problems))
+		for k, v := range d.problems {
+			problems[k] = v
+		}
+	}
 	d.mu.Unlock()
+	if problems != nil {
+		d.cfg.Problems(problems)
+	}
 	d.cfg.Sink(pods)
 }
 

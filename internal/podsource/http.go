@@ -27,6 +27,9 @@ type HTTPConfig struct {
 	Logger *zap.Logger
 	Client *http.Client
 	Sink   func(pods []*v1.Pod)
+	// Problems, if set, receives {URL: reason} when a fetch fails and an
+	// empty map when one succeeds again.
+	Problems func(map[string]string)
 }
 
 // HTTP polls a URL that serves Pod manifests (one or more YAML or JSON
@@ -106,9 +109,21 @@ func (h *HTTP) Fetch(ctx context.Context) error {
 func (h *HTTP) Run(ctx context.Context) error {
 	t := h.cfg.Clock.NewTicker(h.cfg.Period)
 	defer t.Stop()
+	failing := false
 	for {
-		if err := h.Fetch(ctx); err != nil && ctx.Err() == nil {
+		err := h.Fetch(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			h.log.Error("manifest URL unusable; its pods keep running as last read", zap.Error(err))
+			if h.cfg.Problems != nil {
+				h.cfg.Problems(map[string]string{h.cfg.URL: err.Error()})
+			}
+			failing = true
+		case err == nil && failing:
+			if h.cfg.Problems != nil {
+				h.cfg.Problems(map[string]string{})
+			}
+			failing = false
 		}
 		select {
 		case <-ctx.Done():

@@ -29,16 +29,31 @@ type Manager struct {
 	clock       clock.PassiveClock
 	log         *zap.Logger
 
-	mu   sync.Mutex
-	last map[pod.UID]v1.PodStatus
+	node string
+
+	mu       sync.Mutex
+	last     map[pod.UID]v1.PodStatus
+	events   map[pod.UID][]v1.Event
+	problems map[string]map[string]string
 }
 
-// NewManager creates dir if needed.
-func NewManager(dir, runtimeName, hostIP string, c clock.PassiveClock, log *zap.Logger) (*Manager, error) {
+// NewManager creates dir if needed and forgets what an earlier run
+// published there (it is rebuilt from the runtime).
+func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log *zap.Logger) (*Manager, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create status directory: %w", err)
 	}
-	return &Manager{dir: dir, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"), last: map[pod.UID]v1.PodStatus{}}, nil
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read status directory: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
+		last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{}}, nil
 }
 
 // Synced computes and publishes the status after a sync.
@@ -49,6 +64,7 @@ func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
 // Refused publishes a pod the admit chain turned down: phase Failed with
 // the handler's reason and message, as the kubelet reports it.
 func (m *Manager) Refused(p *v1.Pod, reason, message string) {
+	m.Event(p, v1.EventTypeWarning, reason, message)
 	m.publish(p, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message})
 }
 
@@ -56,9 +72,12 @@ func (m *Manager) Refused(p *v1.Pod, reason, message string) {
 func (m *Manager) Removed(p *v1.Pod) {
 	m.mu.Lock()
 	delete(m.last, p.UID)
+	delete(m.events, p.UID)
 	m.mu.Unlock()
-	if err := os.Remove(m.path(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
+	for _, f := range []string{m.path(p), m.eventsPath(p)} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
+		}
 	}
 }
 
@@ -143,7 +162,8 @@ func List(dir string) ([]*v1.Pod, error) {
 	}
 	var pods []*v1.Pod
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasSuffix(e.Name(), ".events.json") ||
+			strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), "_") {
 			continue
 		}
 		p, err := readPod(filepath.Join(dir, e.Name()))

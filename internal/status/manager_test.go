@@ -31,7 +31,7 @@ func newManager(t *testing.T) (*Manager, string, *testclock.FakeClock) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "status")
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	m, err := NewManager(dir, "containerd", "192.168.1.10", clk, zaptest.NewLogger(t))
+	m, err := NewManager(dir, "node1", "containerd", "192.168.1.10", clk, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatalf("NewManager() error = %v", err)
 	}

@@ -482,3 +482,61 @@ func leaseFiles(t *testing.T) map[string]string {
 	}
 	return out
 }
+
+// Removal honours terminationGracePeriodSeconds: a container that ignores
+// SIGTERM is killed when the grace period ends, one that exits on SIGTERM
+// goes at once.
+func TestGracefulTermination(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	pod := func(name, script string) string {
+		return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  terminationGracePeriodSeconds: 4
+  containers:
+  - {name: main, image: ` + busybox + `, command: ["sh", "-c", "` + script + `"]}
+`
+	}
+	a.write("stubborn.yaml", pod("stubborn", "trap '' TERM; while true; do sleep 1; done"))
+	a.write("polite.yaml", pod("polite", "trap 'exit 0' TERM; sleep 100000 & wait"))
+	var stubborn, polite *runtimeapi.Container
+	eventually(t, 60*time.Second, "both running", func() bool {
+		stubborn, polite = a.running("stubborn", "main"), a.running("polite", "main")
+		return stubborn != nil && polite != nil
+	})
+	removed := time.Now()
+	a.remove("stubborn.yaml")
+	a.remove("polite.yaml")
+	finished := map[string]time.Duration{}
+	eventually(t, 30*time.Second, "both containers stopped", func() bool {
+		for name, c := range map[string]*runtimeapi.Container{"stubborn": stubborn, "polite": polite} {
+			if _, ok := finished[name]; ok {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r, err := conn.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+			cancel()
+			switch {
+			case err != nil:
+				// Already removed: it finished before this poll.
+				finished[name] = time.Since(removed)
+			case r.Status.FinishedAt > 0:
+				finished[name] = time.Unix(0, r.Status.FinishedAt).Sub(removed)
+			}
+		}
+		return len(finished) == 2
+	})
+	t.Logf("stopped after: %v", finished)
+	if d := finished["stubborn"]; d < 3500*time.Millisecond || d > 8*time.Second {
+		t.Errorf("SIGTERM-ignoring container stopped after %v, want the 4s grace period", d)
+	}
+	if d := finished["polite"]; d > 2*time.Second {
+		t.Errorf("SIGTERM-honouring container stopped after %v, want at once", d)
+	}
+	eventually(t, 30*time.Second, "both pods removed", func() bool {
+		return len(a.sandboxes("stubborn")) == 0 && len(a.sandboxes("polite")) == 0
+	})
+}

@@ -14,6 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/status"
 )
 
 func sleeper(name string, extra string) string {
@@ -94,6 +96,37 @@ func TestManifestPodRuns(t *testing.T) {
 		p := a.status("alpha")
 		return p != nil && p.Status.Phase == v1.PodRunning && p.Status.PodIP == st.Status.Network.Ip
 	})
+	eventually(t, 10*time.Second, "Created and Started events", func() bool {
+		p := a.status("alpha")
+		evs, _ := status.ReadEvents(filepath.Join(a.root, "status"), p)
+		seen := map[string]bool{}
+		for _, e := range evs {
+			seen[e.Reason] = true
+		}
+		return seen["Created"] && seen["Started"]
+	})
+}
+
+// A pod the node cannot take is refused with the kubelet's reason, in its
+// status and events, and never reaches the runtime.
+func TestAdmissionRefusal(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "--node-labels", "disk=hdd")
+	a.start()
+	a.write("ssd.yaml", strings.Replace(sleeper("ssd", "s"), "spec:\n", "spec:\n  nodeSelector: {disk: ssd}\n", 1))
+	a.write("hdd.yaml", strings.Replace(sleeper("hdd", "h"), "spec:\n", "spec:\n  nodeSelector: {disk: hdd}\n", 1))
+	eventually(t, 60*time.Second, "hdd pod running", func() bool { return a.running("hdd", "main") != nil })
+	eventually(t, 10*time.Second, "ssd pod Failed with NodeAffinity", func() bool {
+		p := a.status("ssd")
+		if p == nil || p.Status.Phase != v1.PodFailed || p.Status.Reason != "NodeAffinity" {
+			return false
+		}
+		evs, _ := status.ReadEvents(filepath.Join(a.root, "status"), p)
+		return len(evs) == 1 && evs[0].Type == v1.EventTypeWarning && evs[0].Reason == "NodeAffinity"
+	})
+	if len(a.sandboxes("ssd")) != 0 {
+		t.Fatal("a refused pod reached the runtime")
+	}
 }
 
 // Removing a manifest stops and removes the pod's containers and sandbox
@@ -175,6 +208,10 @@ func TestBrokenManifests(t *testing.T) {
 	if len(a.sandboxes("invalid")) != 0 {
 		t.Fatal("an invalid pod was started")
 	}
+	eventually(t, 10*time.Second, "both problems published for `nodeagent pods`", func() bool {
+		probs, _ := status.ReadSourceProblems(filepath.Join(a.root, "status"))
+		return probs["file"]["garbage.yaml"] != "" && strings.Contains(probs["file"]["invalid.yaml"], "spec.containers[0].name")
+	})
 	id := a.running("good", "main").Id
 	a.write("good.yaml", "this: is: not: yaml: [")
 	eventually(t, 10*time.Second, "broken edit reported", func() bool {
