@@ -109,13 +109,23 @@ func cmdDescribe(args []string) error {
 	fs := flag.NewFlagSet("describe", flag.ContinueOnError)
 	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
 	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	// Flags may come before or after the name.
+	want := ""
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if want != "" {
+			return errors.New("usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
+		}
+		want, rest = fs.Arg(0), fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: nodeagent describe [--status-dir DIR] [NAMESPACE/]NAME")
+	if want == "" {
+		return errors.New("usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
 	}
-	want := fs.Arg(0)
 	pods, err := status.List(statusDir(*root, *dir))
 	if err != nil {
 		return err
