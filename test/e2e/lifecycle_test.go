@@ -222,7 +222,8 @@ spec:
 }
 
 // nodeagent killed with SIGKILL and restarted adopts its running pods:
-// not one container is restarted.
+// not one container is restarted. A manifest changed while it was down is
+// replaced, one removed while it was down is killed.
 func TestAdoptAfterSIGKILL(t *testing.T) {
 	t.Parallel()
 	a := newAgent(t)
@@ -247,6 +248,11 @@ func TestAdoptAfterSIGKILL(t *testing.T) {
 		sandboxes[name] = a.sandboxes(name)[0].Id
 	}
 	a.kill9()
+	oldUID := a.sandboxes("p0")[0].Metadata.Uid
+	a.write("p0.yaml", sleeper("p0", "changed while down"))
+	a.remove("p1.yaml")
+	delete(ids, "p0")
+	delete(ids, "p1")
 	restarted := time.Now()
 	a.start()
 	// The restarted agent has synced every pod (status rewritten) and
@@ -263,6 +269,10 @@ func TestAdoptAfterSIGKILL(t *testing.T) {
 			}
 		}
 		return true
+	})
+	eventually(t, 60*time.Second, "p0 replaced and p1 removed", func() bool {
+		sbs := a.sandboxes("p0")
+		return len(sbs) == 1 && sbs[0].Metadata.Uid != oldUID && a.running("p0", "main") != nil && len(a.sandboxes("p1")) == 0
 	})
 	for name, id := range ids {
 		cs := a.containers(name, "main")
