@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -856,5 +857,74 @@ func TestInspectPodReusesUnchangedContainers(t *testing.T) {
 	}
 	if n != 1 || third.Containers[0].ExitCode != 3 {
 		t.Fatalf("want one inspection and exit code 3, got %d calls and %+v", n, third.Containers[0])
+	}
+}
+
+// Garbage collection keeps the newest instance and the newest dead one of
+// each container, and removes older dead ones with their log files.
+func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
+	h := newHarness(t)
+	h.sync(webPod)
+	crash := func() {
+		t.Helper()
+		for _, c := range h.fake.Containers() {
+			if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+				if err := h.fake.ExitContainer(c.ID, 1, "Error"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		h.clock.Step(10 * time.Minute) // past any backoff
+		h.sync(webPod)
+	}
+	crash() // instances 0 (dead), 1 (running)
+	crash() // 0, 1 dead, 2 running: the sync collects nothing yet (it saw 0, 1)
+	// The runtime writes the log files; the fake does not.
+	logDir := filepath.Join(h.logs, "default_web-node1_uid-1", "app")
+	for _, n := range []string{"0", "1", "2"} {
+		if err := os.WriteFile(filepath.Join(logDir, n+".log"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.sync(webPod) // sees 2 running, 1 dead, 0 dead: collects 0
+	var left []string
+	for _, c := range h.fake.Containers() {
+		left = append(left, c.Config.Annotations[cri.AnnotationRestartCount])
+	}
+	sort.Strings(left)
+	if diff := cmp.Diff([]string{"1", "2"}, left); diff != "" {
+		t.Fatalf("containers left by restart count (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "0.log")); !os.IsNotExist(err) {
+		t.Fatalf("log of the collected instance still there: %v", err)
+	}
+	for _, n := range []string{"1", "2"} {
+		if _, err := os.Stat(filepath.Join(logDir, n+".log")); err != nil {
+			t.Fatalf("log %s of a kept instance removed: %v", n, err)
+		}
+	}
+}
+
+// CleanupDirs deletes pod and log directories of pods that are not active.
+func TestCleanupDirs(t *testing.T) {
+	h := newHarness(t)
+	for _, d := range []string{
+		filepath.Join(h.root, "pods", "keep"), filepath.Join(h.root, "pods", "gone"),
+		filepath.Join(h.logs, "default_a_keep"), filepath.Join(h.logs, "default_b_gone"), filepath.Join(h.logs, "unrelated"),
+	} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.rt.CleanupDirs(map[pod.UID]bool{"keep": true})
+	for d, want := range map[string]bool{
+		filepath.Join(h.root, "pods", "keep"): true, filepath.Join(h.root, "pods", "gone"): false,
+		filepath.Join(h.logs, "default_a_keep"): true, filepath.Join(h.logs, "default_b_gone"): false,
+		filepath.Join(h.logs, "unrelated"): true,
+	} {
+		_, err := os.Stat(d)
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", d, got, want)
+		}
 	}
 }
