@@ -130,6 +130,24 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The runtime's conditions, read every 5s: RuntimeReady gates the sync
+	// loop, NetworkReady only pods that need the pod network.
+	var runtimeHealth, networkHealth atomic.Pointer[error]
+	checkHealth := func() {
+		rtErr, netErr := cri.Health(ctx, conn, 10*time.Second)
+		runtimeHealth.Store(&rtErr)
+		networkHealth.Store(&netErr)
+	}
+	checkHealth()
+	load := func(p *atomic.Pointer[error]) func() error {
+		return func() error {
+			if e := p.Load(); e != nil {
+				return *e
+			}
+			return nil
+		}
+	}
+
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk,
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
@@ -178,13 +196,6 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	plegG := pleg.NewGeneric(rt, clk, log, 1000)
 
-	var health atomic.Pointer[error]
-	checkHealth := func() {
-		err := cri.Ready(ctx, conn, 10*time.Second)
-		health.Store(&err)
-	}
-	checkHealth()
-
 	labels := map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
 	for k, v := range o.nodeLabels.m {
 		labels[k] = v
@@ -201,15 +212,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			admit.NodeSelector(labels),
 			admit.HostPorts(),
 		},
-		RuntimeHealth: func() error {
-			if p := health.Load(); p != nil {
-				return *p
-			}
-			return nil
-		},
-		Clock:        clk,
-		Logger:       log,
-		ResyncPeriod: o.syncFrequency,
+		RuntimeHealth: load(&runtimeHealth),
+		Clock:         clk,
+		Logger:        log,
+		ResyncPeriod:  o.syncFrequency,
 		Housekeeping: func(active map[pod.UID]bool) {
 			rt.GC()
 			rt.CleanupDirs(active)

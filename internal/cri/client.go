@@ -101,35 +101,40 @@ func Check(ctx context.Context, c Client, timeout time.Duration) (RuntimeInfo, e
 // Ready returns nil when the runtime reports RuntimeReady and NetworkReady,
 // or an error naming the condition that is not true and why.
 func Ready(ctx context.Context, c Client, timeout time.Duration) error {
+	rt, network := Health(ctx, c, timeout)
+	if rt != nil && network != nil && rt.Error() == network.Error() {
+		return rt
+	}
+	return errors.Join(rt, network)
+}
+
+// Health reads the runtime's conditions apart: runtimeErr is nil when
+// RuntimeReady is true, networkErr when NetworkReady is true (the kubelet
+// stops syncing only for the first; the second holds back pods that are
+// not on the host network). When the status call fails both are its error.
+func Health(ctx context.Context, c Client, timeout time.Duration) (runtimeErr, networkErr error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	st, err := c.Status(cctx, &runtimeapi.StatusRequest{})
+	if err == nil && st.Status == nil {
+		err = errors.New("no conditions reported")
+	}
 	if err != nil {
-		return fmt.Errorf("get runtime status: %w", translate(err))
+		err = fmt.Errorf("get runtime status: %w", translate(err))
+		return err, err
 	}
-	if st.Status == nil {
-		return errors.New("runtime status: no conditions reported")
-	}
-	var problems []string
-	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
-		found := false
-		for _, cond := range st.Status.Conditions {
-			if cond.Type != want {
-				continue
-			}
-			found = true
-			if !cond.Status {
-				problems = append(problems, fmt.Sprintf("%s=false (%s: %s)", want, cond.Reason, cond.Message))
+	cond := func(want string) error {
+		for _, c := range st.Status.Conditions {
+			if c.Type == want {
+				if c.Status {
+					return nil
+				}
+				return fmt.Errorf("%s=false (%s: %s)", want, c.Reason, c.Message)
 			}
 		}
-		if !found {
-			problems = append(problems, want+" not reported")
-		}
+		return fmt.Errorf("%s not reported", want)
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("runtime not ready: %s", strings.Join(problems, "; "))
-	}
-	return nil
+	return cond(runtimeapi.RuntimeReady), cond(runtimeapi.NetworkReady)
 }
 
 // translate maps gRPC codes to the package's sentinel errors, keeping the

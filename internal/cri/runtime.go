@@ -35,6 +35,9 @@ type Config struct {
 	// NodeName and NodeIP fill downward-API env vars.
 	NodeName string
 	NodeIP   string
+	// NetworkHealth, if set, tells whether the pod network is ready; pods
+	// not on the host network get no sandbox while it is not.
+	NetworkHealth func() error
 	// Recorder, if set, receives the kubelet's pod events (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed, …).
 	Recorder Recorder

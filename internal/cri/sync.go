@@ -48,6 +48,16 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	if sb := st.LatestSandbox(); sb != nil && sb.ID == sandboxID {
 		podIP = sb.IP
 	}
+	if a.createSandbox && !p.Spec.HostNetwork && r.cfg.NetworkHealth != nil {
+		if err := r.cfg.NetworkHealth(); err != nil {
+			err = fmt.Errorf("network is not ready: %w", err)
+			r.event(p, v1.EventTypeWarning, "NetworkNotReady", "%v", err)
+			res.Err = err
+			res.SandboxError = err.Error()
+			res.Retry(retryAfterError)
+			return res
+		}
+	}
 	if a.createSandbox {
 		id, err := r.runSandbox(ctx, sbCfg)
 		if err != nil {

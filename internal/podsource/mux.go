@@ -39,8 +39,11 @@ func NewMux(sources ...string) *Mux {
 func (m *Mux) Updates() <-chan pod.Update { return m.out }
 
 // SeenAll reports whether every source has handed over at least one set,
-// even an empty one. Until then the agent must not treat runtime pods it
-// does not know as orphans.
+// even an empty one, and the consumer has taken every delta out of
+// Updates(). Until then the agent must not treat runtime pods it does not
+// know as orphans: an adopted pod's ADD may still be on its way. (The
+// consumer calls SeenAll from the goroutine that reads Updates, so a delta
+// taken out has been handled.)
 func (m *Mux) SeenAll() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -49,7 +52,7 @@ func (m *Mux) SeenAll() bool {
 			return false
 		}
 	}
-	return true
+	return len(m.out) == 0
 }
 
 // Set replaces a source's pods and sends the deltas. It blocks while the
@@ -75,8 +78,12 @@ func (m *Mux) Set(ctx context.Context, source string, pods []*v1.Pod) {
 		}
 	}
 	m.sources[source] = next
-	m.seen[source] = true
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.seen[source] = true // only once the deltas are in the channel
+		m.mu.Unlock()
+	}()
 
 	for _, u := range []pod.Update{
 		{Op: pod.OpRemove, Source: source, Pods: removes},

@@ -145,8 +145,9 @@ func TestMuxSeenAll(t *testing.T) {
 		t.Errorf("an empty first set sent %v, want nothing", got)
 	}
 	m.Set(context.Background(), "api", []*v1.Pod{muxPodA})
+	<-m.Updates() // the consumer takes the ADD
 	if !m.SeenAll() {
-		t.Fatal("SeenAll() = false after every source was set")
+		t.Fatal("SeenAll() = false after every source was set and read")
 	}
 }
 
@@ -166,7 +167,24 @@ func TestMuxSetReturnsWhenContextEnds(t *testing.T) {
 	// A Set blocked on the full stream despite the ended context would
 	// hang here and fail the test by timeout.
 	m.Set(ctx, "file", []*v1.Pod{muxPodB})
-	if !m.SeenAll() {
+	m.mu.Lock()
+	seen := m.seen["file"]
+	m.mu.Unlock()
+	if !seen {
 		t.Error("the source's set must be recorded even when its updates could not be sent")
+	}
+}
+
+// An adopted pod's ADD still in the channel keeps SeenAll false, so
+// housekeeping cannot take the pod for an orphan.
+func TestMuxSeenAllWaitsForTheConsumer(t *testing.T) {
+	m := NewMux("file")
+	m.Set(context.Background(), "file", []*v1.Pod{muxPodA})
+	if m.SeenAll() {
+		t.Fatal("SeenAll() = true while an ADD is not consumed")
+	}
+	<-m.Updates()
+	if !m.SeenAll() {
+		t.Fatal("SeenAll() = false after the consumer took every delta")
 	}
 }

@@ -48,6 +48,7 @@ func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
 		}
 	}
 	m.events[p.UID] = evs
+	m.owner[m.path(p)] = p.UID
 	list := v1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: append([]v1.Event(nil), evs...)}
 	m.mu.Unlock()
 	body, err := json.MarshalIndent(list, "", "  ")

@@ -31,7 +31,11 @@ type Manager struct {
 
 	node string
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// owner is the UID whose status a file name holds: an edited static
+	// pod has a new UID but the same name, and the old one's removal must
+	// not delete the new one's files.
+	owner    map[string]pod.UID
 	last     map[pod.UID]v1.PodStatus
 	events   map[pod.UID][]v1.Event
 	problems map[string]map[string]string
@@ -53,7 +57,7 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 		}
 	}
 	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
-		last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{}}, nil
+		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{}}, nil
 }
 
 // Synced computes and publishes the status after a sync.
@@ -73,7 +77,14 @@ func (m *Manager) Removed(p *v1.Pod) {
 	m.mu.Lock()
 	delete(m.last, p.UID)
 	delete(m.events, p.UID)
+	mine := m.owner[m.path(p)] == p.UID
+	if mine {
+		delete(m.owner, m.path(p))
+	}
 	m.mu.Unlock()
+	if !mine {
+		return // another pod of the same name owns the files now
+	}
 	for _, f := range []string{m.path(p), m.eventsPath(p)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
@@ -108,8 +119,9 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 			}
 		}
 	}
-	changed := !had || !statusEqual(prev, s)
+	changed := !had || !statusEqual(prev, s) || m.owner[m.path(p)] != p.UID
 	m.last[p.UID] = s
+	m.owner[m.path(p)] = p.UID
 	m.mu.Unlock()
 	if !changed {
 		return

@@ -61,6 +61,12 @@ type Loop struct {
 	// finished is when each recently terminated pod's kill completed, so
 	// housekeeping does not take a snapshot older than that for an orphan.
 	finished map[pod.UID]time.Time
+	// terminating maps a pod full name to the UID being killed under it,
+	// and held keeps the pod of the same name that waits for that kill to
+	// end (an edited static pod: the old one must be gone before the new
+	// one starts, as with the kubelet).
+	terminating map[string]pod.UID
+	held        map[string]*v1.Pod
 	wg       sync.WaitGroup
 	ctx      context.Context
 }
@@ -91,8 +97,10 @@ func New(cfg Config) (*Loop, error) {
 		queue:    newWorkQueue(cfg.Clock),
 		pods:     map[pod.UID]*v1.Pod{},
 		refused:  map[pod.UID]*v1.Pod{},
-		workers:  map[pod.UID]*worker{},
-		finished: map[pod.UID]time.Time{},
+		workers:     map[pod.UID]*worker{},
+		finished:    map[pod.UID]time.Time{},
+		terminating: map[string]pod.UID{},
+		held:        map[string]*v1.Pod{},
 	}, nil
 }
 
@@ -220,7 +228,27 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 		}
 		l.log.Info("pod admitted", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
 		l.pods[p.UID] = p
+		l.killSameName(p)
 		l.dispatch(p.UID, p)
+	}
+}
+
+// killSameName terminates runtime pods of p's full name that nobody
+// wants — the old version of an edited manifest, also when the edit
+// happened while the agent was down — so that dispatch holds p until they
+// are gone.
+func (l *Loop) killSameName(p *v1.Pod) {
+	snap, _ := l.cfg.PLEG.Snapshot()
+	for uid, st := range snap {
+		if uid == p.UID || st.Namespace != p.Namespace || st.Name != p.Name {
+			continue
+		}
+		if _, wanted := l.pods[uid]; wanted {
+			continue
+		}
+		l.log.Info("stopping the previous pod of this name first", zap.String("pod", pod.FullName(p)),
+			zap.String("uid", string(uid)), zap.String("replacement", string(p.UID)))
+		l.terminate(uid, nil, pod.FullName(p))
 	}
 }
 
@@ -254,8 +282,20 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 			continue
 		}
 		delete(l.pods, p.UID)
+		l.mu.Lock()
+		held := l.held[pod.FullName(p)]
+		if held != nil && held.UID == p.UID {
+			delete(l.held, pod.FullName(p)) // never started
+		}
+		l.mu.Unlock()
+		if held != nil && held.UID == p.UID {
+			if l.status != nil {
+				l.status.Removed(p)
+			}
+			continue
+		}
 		l.log.Info("pod removed; terminating", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
-		l.terminate(p.UID, p, -1)
+		l.terminate(p.UID, p, pod.FullName(p))
 	}
 }
 
@@ -311,7 +351,7 @@ func (l *Loop) HandleCleanups() {
 			continue
 		}
 		l.log.Info("killing orphaned pod", zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(uid)))
-		l.terminate(uid, nil, -1)
+		l.terminate(uid, nil, st.Namespace+"/"+st.Name)
 	}
 }
 
@@ -335,31 +375,48 @@ func (l *Loop) housekeeping() {
 	l.cfg.Housekeeping(active)
 }
 
-// dispatch gives p to its worker, starting one when needed.
+// dispatch gives p to its worker, starting one when needed — unless
+// another pod of the same name is still terminating: then p is held until
+// that one is gone.
 func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w, ok := l.workers[uid]; ok {
+		if l.terminating[w.name] == uid {
+			delete(l.terminating, w.name) // re-added before its kill ended
+		}
 		w.update(p)
 		return
 	}
-	w := l.startWorkerLocked(uid, p)
-	w.poke()
+	name := pod.FullName(p)
+	if other, ok := l.terminating[name]; ok && other != uid {
+		if _, already := l.held[name]; !already {
+			l.log.Info("pod waits for the previous pod of its name to terminate", zap.String("pod", name),
+				zap.String("uid", string(uid)), zap.String("previous", string(other)))
+		}
+		l.held[name] = p
+		return
+	}
+	l.startWorkerLocked(uid, p, name).poke()
 }
 
 // terminate asks uid's worker to kill the pod, starting one for an orphan.
-func (l *Loop) terminate(uid pod.UID, p *v1.Pod, grace int64) {
+func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w, ok := l.workers[uid]
 	if !ok {
-		w = l.startWorkerLocked(uid, p)
+		w = l.startWorkerLocked(uid, p, name)
 	}
-	w.kill(grace)
+	l.terminating[w.name] = uid
+	w.kill()
 }
 
-func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod) *worker {
-	w := newWorker(l, uid, p)
+func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
+	w := newWorker(l, uid, p, name)
+	// A pod killed before (and now back) must not act on a view older
+	// than that kill.
+	w.lastSync = l.finished[uid]
 	l.workers[uid] = w
 	l.wg.Add(1)
 	go func() {
@@ -389,6 +446,14 @@ func (l *Loop) workerDone(w *worker) bool {
 		l.status.Removed(p)
 	}
 	w.log.Info("pod terminated")
+	if l.terminating[w.name] == w.uid {
+		delete(l.terminating, w.name)
+		if next, ok := l.held[w.name]; ok {
+			delete(l.held, w.name)
+			l.log.Info("starting the pod that waited for its predecessor", zap.String("pod", w.name), zap.String("uid", string(next.UID)))
+			l.startWorkerLocked(next.UID, next, w.name).poke()
+		}
+	}
 	return true
 }
 

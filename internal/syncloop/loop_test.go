@@ -28,11 +28,12 @@ type call struct {
 // fakeRuntime records calls on a channel; gate, when set, blocks SyncPod
 // until it is closed.
 type fakeRuntime struct {
-	calls   chan call
-	mu      sync.Mutex
-	gate    chan struct{}
-	entered chan struct{} // receives when SyncPod waits at the gate
-	res     pod.SyncResult
+	calls    chan call
+	mu       sync.Mutex
+	gate     chan struct{}
+	entered  chan struct{} // receives when SyncPod waits at the gate
+	killGate chan struct{} // when set, KillPod waits for it
+	res      pod.SyncResult
 }
 
 func newFakeRuntime() *fakeRuntime { return &fakeRuntime{calls: make(chan call, 100)} }
@@ -50,7 +51,13 @@ func (f *fakeRuntime) SyncPod(_ context.Context, p *v1.Pod, _ *pod.RuntimeStatus
 }
 
 func (f *fakeRuntime) KillPod(_ context.Context, p *v1.Pod, st *pod.RuntimeStatus, _ int64) error {
+	f.mu.Lock()
+	gate := f.killGate
+	f.mu.Unlock()
 	f.calls <- call{"kill", st.UID, p}
+	if gate != nil {
+		<-gate
+	}
 	return nil
 }
 
@@ -332,5 +339,44 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// An edited static pod (same name, new UID) starts only once the old one
+// is gone, as with the kubelet: two etcds must never share a data dir.
+func TestSameNamePodWaitsForItsPredecessor(t *testing.T) {
+	r := newRig(t, nil)
+	old := testPod("old", "etcd")
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{old}} })
+	r.next(t)
+	gate := make(chan struct{})
+	r.rt.mu.Lock()
+	r.rt.killGate = gate
+	r.rt.mu.Unlock()
+	edited := testPod("new", "etcd")
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpRemove, Pods: []*v1.Pod{old}} })
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{edited}} })
+	if c := r.next(t); c.op != "kill" || c.uid != "old" {
+		t.Fatalf("got %+v, want the old pod killed first", c)
+	}
+	r.none(t) // the new pod waits while the old one terminates
+	close(gate)
+	if c := r.next(t); c.op != "sync" || c.uid != "new" {
+		t.Fatalf("got %+v, want the new pod synced after the kill", c)
+	}
+}
+
+// The old version of a pod edited while the agent was down is killed as
+// soon as the new one is added, before the new one starts.
+func TestSameNameOrphanKilledBeforeTheNewPod(t *testing.T) {
+	r := newRig(t, nil)
+	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"old": {UID: "old", Name: "etcd", Namespace: "default"}}
+	r.ready = false // sources not all seen: no housekeeping kill
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("new", "etcd")}} })
+	if c := r.next(t); c.op != "kill" || c.uid != "old" {
+		t.Fatalf("got %+v, want the old pod killed", c)
+	}
+	if c := r.next(t); c.op != "sync" || c.uid != "new" {
+		t.Fatalf("got %+v, want the new pod synced next", c)
 	}
 }

@@ -18,6 +18,7 @@ import (
 //	   └──── re-add ────────┘   (before the kill finished)
 type worker struct {
 	uid  pod.UID
+	name string // namespace/name, for pods of the same name (edits)
 	loop *Loop
 	log  *zap.Logger
 	wake chan struct{}
@@ -25,19 +26,18 @@ type worker struct {
 	mu        sync.Mutex
 	pod       *v1.Pod // newest desired spec; nil for an orphan
 	terminate bool
-	grace     int64 // for terminate; < 0: the pod's own
+	// cancelSync cancels the SyncPod in flight, so a removal does not
+	// wait for a hung image pull.
+	cancelSync context.CancelFunc
 
 	// lastSync is when the worker's last runtime action ended; the next
 	// one needs a cached status newer than that. Worker goroutine only.
 	lastSync time.Time
 }
 
-func newWorker(l *Loop, uid pod.UID, p *v1.Pod) *worker {
-	log := l.log.With(zap.String("uid", string(uid)))
-	if p != nil {
-		log = log.With(zap.String("pod", pod.FullName(p)))
-	}
-	return &worker{uid: uid, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1}
+func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
+	log := l.log.With(zap.String("uid", string(uid)), zap.String("pod", name))
+	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p}
 }
 
 // poke asks for one more sync; pokes coalesce.
@@ -55,9 +55,12 @@ func (w *worker) update(p *v1.Pod) {
 	w.poke()
 }
 
-func (w *worker) kill(grace int64) {
+func (w *worker) kill() {
 	w.mu.Lock()
-	w.terminate, w.grace = true, grace
+	w.terminate = true
+	if w.cancelSync != nil {
+		w.cancelSync()
+	}
 	w.mu.Unlock()
 	w.poke()
 }
@@ -78,9 +81,6 @@ func (w *worker) run(ctx context.Context) {
 // step does one sync or one kill; it returns true when the pod is gone
 // and the worker may exit.
 func (w *worker) step(ctx context.Context) bool {
-	w.mu.Lock()
-	p, terminate, grace := w.pod, w.terminate, w.grace
-	w.mu.Unlock()
 	l := w.loop
 	start := l.clock.Now()
 	st, err := l.cfg.PLEG.GetNewerThan(ctx, w.uid, w.lastSync)
@@ -91,9 +91,21 @@ func (w *worker) step(ctx context.Context) bool {
 		}
 		return false
 	}
-	defer func() { w.lastSync = l.clock.Now() }()
+	// Read the wanted state after the wait: a removal may have come.
+	syncCtx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	p, terminate := w.pod, w.terminate
+	w.cancelSync = cancel
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.cancelSync = nil
+		w.mu.Unlock()
+		cancel()
+		w.lastSync = l.clock.Now()
+	}()
 	if terminate || p == nil {
-		if err := l.rt.KillPod(ctx, p, st, grace); err != nil {
+		if err := l.rt.KillPod(ctx, p, st, -1); err != nil {
 			if ctx.Err() == nil {
 				w.log.Error("kill pod failed; retrying", zap.Error(err))
 				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
@@ -102,7 +114,10 @@ func (w *worker) step(ctx context.Context) bool {
 		}
 		return l.workerDone(w)
 	}
-	res := l.rt.SyncPod(ctx, p, st)
+	res := l.rt.SyncPod(syncCtx, p, st)
+	if syncCtx.Err() != nil && ctx.Err() == nil {
+		return false // cancelled by a removal: the next step kills
+	}
 	if l.status != nil {
 		l.status.Synced(p, st, res)
 	}
