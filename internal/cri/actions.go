@@ -32,6 +32,9 @@ type actions struct {
 	start []int
 	// kill are running containers to stop before their replacements start.
 	kill []*pod.Container
+	// stopSandbox: the pod is done (nothing runs or will run again); its
+	// sandbox is stopped to free its IP and ports, its containers kept.
+	stopSandbox bool
 }
 
 func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
@@ -137,15 +140,24 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 				a.kill = append(a.kill, c)
 				a.start = append(a.start, i)
 			}
+		case c.State == pod.ContainerUnknown:
+			// Maybe still running: stop it before starting another.
+			a.kill = append(a.kill, c)
+			a.start = append(a.start, i)
 		case shouldRestart(p.Spec.RestartPolicy, c):
 			a.start = append(a.start, i)
 		}
 	}
+	running := false
 	for _, c := range st.Containers {
-		if c.SandboxID == sb.ID && !c.Init && c.State == pod.ContainerRunning && !wanted[c.Name] {
-			a.kill = append(a.kill, c)
+		if c.SandboxID == sb.ID && c.State == pod.ContainerRunning {
+			running = true
+			if !c.Init && !wanted[c.Name] {
+				a.kill = append(a.kill, c)
+			}
 		}
 	}
+	a.stopSandbox = len(a.start) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
 	return a
 }
 

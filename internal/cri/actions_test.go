@@ -275,10 +275,22 @@ func TestComputeActions(t *testing.T) {
 			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{1}},
 		},
 		{
-			name: "Never restarts nothing",
+			name: "Never restarts nothing; the finished pod's sandbox is stopped",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
+			want: actions{sandboxID: "sb1", nextInit: -1, stopSandbox: true},
+		},
+		{
+			name: "Never with one container still running keeps the sandbox",
+			pod:  policy(actPod, v1.RestartPolicyNever),
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", running, 0)),
 			want: actions{sandboxID: "sb1", nextInit: -1},
+		},
+		{
+			name: "unknown state: stop it, then start another",
+			pod:  actPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", pod.ContainerUnknown, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0}, kill: []*pod.Container{ctrIn("sb1", "app", pod.ContainerUnknown, 0)}},
 		},
 		{
 			name: "containers of an old sandbox are ignored: a running one there does not count",

@@ -116,13 +116,7 @@ func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
 func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(p)}
 	if psc := p.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
+		sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(psc)
 	}
 	csc := c.SecurityContext
 	if csc == nil {

@@ -26,6 +26,7 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		init bool
 	}
 	seen := map[key]int{}
+	removed := map[string]bool{}
 	for _, c := range st.Containers { // newest first
 		k := key{c.Name, c.Init}
 		seen[k]++
@@ -36,6 +37,7 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 			log.Warn("garbage-collect container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Error(err))
 			continue
 		}
+		removed[c.ID] = true
 		if st.Name != "" {
 			logFile := filepath.Join(r.cfg.PodLogsDir, st.Namespace+"_"+st.Name+"_"+string(st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
 			if err := os.Remove(logFile); err != nil && !os.IsNotExist(err) {
@@ -45,8 +47,8 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		log.Debug("collected dead container", zap.String("container", c.Name), zap.String("containerID", c.ID))
 	}
 	for i, sb := range st.Sandboxes {
-		if i == 0 || sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
+		if i == 0 || sb.State == runtimeapi.PodSandboxState_SANDBOX_READY || holds(st, sb.ID, removed) {
+			continue // a sandbox with containers keeps their restart counts and last states
 		}
 		if err := r.removeSandbox(ctx, sb.ID); err != nil {
 			log.Warn("garbage-collect sandbox", zap.String("sandboxID", sb.ID), zap.Error(err))
@@ -54,6 +56,16 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		}
 		log.Debug("collected dead sandbox", zap.String("sandboxID", sb.ID))
 	}
+}
+
+// holds reports whether a sandbox still has a container not removed.
+func holds(st *pod.RuntimeStatus, sandboxID string, removed map[string]bool) bool {
+	for _, c := range st.Containers {
+		if c.SandboxID == sandboxID && !removed[c.ID] {
+			return true
+		}
+	}
+	return false
 }
 
 // CleanupDirs removes pod directories and pod log directories whose pod
@@ -67,11 +79,14 @@ func (r *Runtime) CleanupDirs(active map[pod.UID]bool) {
 			}
 		}
 	}
+	// The log root may be shared (the kubelet's /var/log/pods, another
+	// agent's): only directories of this node's static pods
+	// (<ns>_<name>-<node>_<uid>) are ours.
 	if entries, err := os.ReadDir(r.cfg.PodLogsDir); err == nil {
 		for _, e := range entries {
 			i := strings.LastIndexByte(e.Name(), '_')
-			if i < 0 || !e.IsDir() || strings.Count(e.Name(), "_") < 2 {
-				continue // not a pod log directory
+			if i < 0 || !e.IsDir() || strings.Count(e.Name(), "_") < 2 || !strings.HasSuffix(e.Name()[:i], "-"+r.cfg.NodeName) {
+				continue // not a pod log directory of this node
 			}
 			if !active[pod.UID(e.Name()[i+1:])] {
 				r.removeDir(filepath.Join(r.cfg.PodLogsDir, e.Name()))

@@ -45,16 +45,22 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	// Every sandbox, ready or not, as the kubelet: stopping releases its
+	// network (IP, ports) and is idempotent.
 	for _, sb := range st.Sandboxes {
-		if sb.State != runtimeapi.PodSandboxState_SANDBOX_READY {
-			continue
+		if err := r.stopSandbox(ctx, sb.ID); err != nil {
+			return err
 		}
-		cctx, cancel := r.callCtx(ctx)
-		_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.ID})
-		cancel()
-		if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
-		}
+	}
+	return nil
+}
+
+func (r *Runtime) stopSandbox(ctx context.Context, id string) error {
+	cctx, cancel := r.callCtx(ctx)
+	defer cancel()
+	_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("stop pod sandbox %s: %w", id, err)
 	}
 	return nil
 }
@@ -134,16 +140,4 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %s: %w", id, err)
 	}
 	return nil
-}
-
-// RemoveSandbox stops and removes one sandbox (housekeeping of dead
-// sandboxes that are not a pod's newest).
-func (r *Runtime) RemoveSandbox(ctx context.Context, id string) error {
-	cctx, cancel := r.callCtx(ctx)
-	_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-	cancel()
-	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("stop pod sandbox %s: %w", id, err)
-	}
-	return r.removeSandbox(ctx, id)
 }

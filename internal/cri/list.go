@@ -104,6 +104,10 @@ func (r *Runtime) InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatu
 		return st, nil
 	}
 	resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: sb.ID})
+	if err != nil && !errors.Is(translate(err), ErrNotFound) {
+		// Not cached as "no IP": the relist inspects the pod again.
+		return nil, fmt.Errorf("inspect pod sandbox %s: %w", sb.ID, translate(err))
+	}
 	if err == nil && resp.Status != nil && resp.Status.Network != nil {
 		sb.IP = resp.Status.Network.Ip
 		sb.IPs = []string{sb.IP}

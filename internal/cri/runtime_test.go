@@ -905,12 +905,14 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 	}
 }
 
-// CleanupDirs deletes pod and log directories of pods that are not active.
+// CleanupDirs deletes pod and log directories of this node's pods that
+// are not active, and leaves other log directories alone.
 func TestCleanupDirs(t *testing.T) {
 	h := newHarness(t)
 	for _, d := range []string{
 		filepath.Join(h.root, "pods", "keep"), filepath.Join(h.root, "pods", "gone"),
-		filepath.Join(h.logs, "default_a_keep"), filepath.Join(h.logs, "default_b_gone"), filepath.Join(h.logs, "unrelated"),
+		filepath.Join(h.logs, "default_a-node1_keep"), filepath.Join(h.logs, "default_b-node1_gone"), filepath.Join(h.logs, "unrelated"),
+		filepath.Join(h.logs, "default_c-othernode_gone"), filepath.Join(h.logs, "kube-system_etcd_gone"),
 	} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -919,8 +921,10 @@ func TestCleanupDirs(t *testing.T) {
 	h.rt.CleanupDirs(map[pod.UID]bool{"keep": true})
 	for d, want := range map[string]bool{
 		filepath.Join(h.root, "pods", "keep"): true, filepath.Join(h.root, "pods", "gone"): false,
-		filepath.Join(h.logs, "default_a_keep"): true, filepath.Join(h.logs, "default_b_gone"): false,
+		filepath.Join(h.logs, "default_a-node1_keep"): true, filepath.Join(h.logs, "default_b-node1_gone"): false,
 		filepath.Join(h.logs, "unrelated"): true,
+		// Not this node's: another agent's or the kubelet's.
+		filepath.Join(h.logs, "default_c-othernode_gone"): true, filepath.Join(h.logs, "kube-system_etcd_gone"): true,
 	} {
 		_, err := os.Stat(d)
 		if got := err == nil; got != want {

@@ -45,13 +45,7 @@ func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *run
 		Privileged:       anyPrivileged(p),
 	}
 	if psc := p.Spec.SecurityContext; psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = psc.SupplementalGroups
+		sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(psc)
 	}
 	linux := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
 	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
@@ -75,6 +69,17 @@ func podHostname(p *v1.Pod) string {
 		return h
 	}
 	return strings.TrimRight(h[:63], "-.")
+}
+
+// podIdentity maps the pod-level user, group and supplemental groups.
+func podIdentity(psc *v1.PodSecurityContext) (user, group *runtimeapi.Int64Value, groups []int64) {
+	if psc.RunAsUser != nil {
+		user = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+	}
+	if psc.RunAsGroup != nil {
+		group = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+	}
+	return user, group, psc.SupplementalGroups
 }
 
 func namespaceOptions(p *v1.Pod) *runtimeapi.NamespaceOption {

@@ -89,6 +89,13 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	for _, i := range a.start {
 		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIP, log, &res)
 	}
+	if a.stopSandbox {
+		log.Info("pod completed; stopping its sandbox")
+		if err := r.stopSandbox(ctx, sandboxID); err != nil {
+			res.Err = err
+			res.Retry(retryAfterError)
+		}
+	}
 	return res
 }
 

@@ -7,16 +7,15 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
-// cacheEntry is one pod's inspected status and when it was read.
+// cacheEntry is one pod's inspected status (or why inspection failed).
 type cacheEntry struct {
-	status   *pod.RuntimeStatus
-	err      error
-	modified time.Time
+	status *pod.RuntimeStatus
+	err    error
 }
 
 // The status cache (the kubelet's kubecontainer.Cache): the single source
 // of runtime truth for pod workers. Relist fills it, inspecting (Lister.
-// PodStatus) only pods whose list-level state changed, and then marks
+// InspectPod) only pods whose list-level state changed, and then marks
 // every entry current as of the relist's start. A worker asks for a status
 // newer than the end of its own last sync; when the cache is not that
 // fresh yet, it triggers a relist and waits, so it never acts on a view
@@ -30,7 +29,7 @@ func (g *Generic) GetNewerThan(ctx context.Context, uid pod.UID, min time.Time) 
 	for {
 		g.mu.Lock()
 		e, ok := g.cache[uid]
-		fresh := (ok && e.modified.After(min)) || g.timestamp.After(min)
+		fresh := g.timestamp.After(min)
 		changed := g.changed
 		g.mu.Unlock()
 		if fresh {

@@ -43,7 +43,7 @@ type Lister interface {
 	InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatus) (*pod.RuntimeStatus, error)
 }
 
-// inspectParallelism bounds the PodStatus calls of one relist.
+// inspectParallelism bounds the InspectPod calls of one relist.
 const inspectParallelism = 8
 
 // MaxRelistAge is how old the last successful relist may be before the
@@ -145,15 +145,21 @@ func (g *Generic) Relist(ctx context.Context) error {
 			gone = append(gone, uid)
 		}
 	}
-	statuses := g.inspect(ctx, changed, next, start)
+	statuses := g.inspect(ctx, changed, next)
 
 	g.mu.Lock()
 	g.last = next
 	g.lastRelist = start
 	g.updateCacheLocked(statuses, gone, start)
 	g.mu.Unlock()
+	dropped := 0
 	for _, ev := range events {
-		g.send(ev)
+		if !g.send(ev) {
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		g.log.Warn("event channel full; events dropped, the periodic resync recovers", zap.Int("dropped", dropped))
 	}
 	n := len(events)
 	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", n), zap.Duration("took", g.clock.Since(start)))
@@ -161,7 +167,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 }
 
 // inspect reads the full status of the given pods, a few at a time.
-func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UID]*pod.RuntimeStatus, at time.Time) map[pod.UID]cacheEntry {
+func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UID]*pod.RuntimeStatus) map[pod.UID]cacheEntry {
 	out := make(map[pod.UID]cacheEntry, len(uids))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -179,7 +185,7 @@ func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UI
 				g.log.Warn("inspect pod failed; retried at the next relist", zap.String("uid", string(uid)), zap.Error(err))
 			}
 			mu.Lock()
-			out[uid] = cacheEntry{status: st, err: err, modified: at}
+			out[uid] = cacheEntry{status: st, err: err}
 			mu.Unlock()
 		}(uid)
 	}
@@ -187,13 +193,14 @@ func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UI
 	return out
 }
 
-func (g *Generic) send(ev Event) {
+// send queues ev without blocking; it reports false (and counts) a drop.
+func (g *Generic) send(ev Event) bool {
 	select {
 	case g.events <- ev:
+		return true
 	default:
 		g.dropped.Add(1)
-		g.log.Warn("event channel full; event dropped, the periodic resync recovers",
-			zap.String("uid", string(ev.UID)), zap.String("event", string(ev.Type)))
+		return false
 	}
 }
 

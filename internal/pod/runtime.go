@@ -51,8 +51,8 @@ type Container struct {
 	Hash string
 	// Init is true for init containers.
 	Init bool
-	// PreStopGrace and the pod grace recorded at creation, used to kill
-	// containers whose pod object is gone.
+	// GracePeriod is the pod's termination grace recorded at creation,
+	// used to kill containers whose pod object is gone.
 	GracePeriod int64
 }
 

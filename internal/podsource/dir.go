@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,12 @@ func (d *Dir) parse(path string, log *zap.Logger) ([]*v1.Pod, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		// As the kubelet: an empty file is an error, not "no pods" — an
+		// editor truncating before it writes must not restart the pod.
+		// Delete the file to remove its pods.
+		return nil, errors.New("file is empty")
 	}
 	docs, err := Decode(data)
 	if err != nil {

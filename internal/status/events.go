@@ -95,9 +95,15 @@ func (m *Manager) SourceProblems(source string, problems map[string]string) {
 	} else {
 		m.problems[source] = problems
 	}
+	none := len(m.problems) == 0
 	body, err := json.MarshalIndent(m.problems, "", "  ")
 	m.mu.Unlock()
-	if err == nil {
+	switch {
+	case none:
+		if err = os.Remove(filepath.Join(m.dir, sourcesFile)); errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	case err == nil:
 		err = writeAtomic(filepath.Join(m.dir, sourcesFile), body)
 	}
 	if err != nil {

@@ -33,8 +33,11 @@ type Config struct {
 
 	SyncPeriod         time.Duration // 1s
 	HousekeepingPeriod time.Duration // 2s
-	ResyncPeriod       time.Duration // 10s: every pod is synced at least this often
-	ErrorRetry         time.Duration // 2s: retry after a failed status read or kill
+	ResyncPeriod       time.Duration // 10s default here (the agent passes --sync-frequency, 1m): every pod is synced at least this often
+	// ResolvConf is the host's resolver config, checked once against the
+	// limits pods can be given (default /etc/resolv.conf).
+	ResolvConf string
+	ErrorRetry time.Duration // 2s: retry after a failed status read or kill
 	// Housekeeping, if set, is called on every housekeeping tick, once all
 	// sources were seen, from the loop goroutine, with every pod UID that
 	// is desired, being worked on or present in the runtime (backoff GC,
@@ -67,8 +70,8 @@ type Loop struct {
 	// one starts, as with the kubelet).
 	terminating map[string]pod.UID
 	held        map[string]*v1.Pod
-	wg       sync.WaitGroup
-	ctx      context.Context
+	wg          sync.WaitGroup
+	ctx         context.Context
 }
 
 // New validates cfg and returns a Loop.
@@ -91,12 +94,15 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.HousekeepingPeriod, 2*time.Second)
 	def(&cfg.ResyncPeriod, 10*time.Second)
 	def(&cfg.ErrorRetry, 2*time.Second)
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = "/etc/resolv.conf"
+	}
 	return &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
-		log:      cfg.Logger.Named("syncloop"),
-		queue:    newWorkQueue(cfg.Clock),
-		pods:     map[pod.UID]*v1.Pod{},
-		refused:  map[pod.UID]*v1.Pod{},
+		log:         cfg.Logger.Named("syncloop"),
+		queue:       newWorkQueue(cfg.Clock),
+		pods:        map[pod.UID]*v1.Pod{},
+		refused:     map[pod.UID]*v1.Pod{},
 		workers:     map[pod.UID]*worker{},
 		finished:    map[pod.UID]time.Time{},
 		terminating: map[string]pod.UID{},
@@ -128,7 +134,7 @@ func (b *unhealthyBackoff) reset() { b.wait = 0 }
 func (l *Loop) Run(ctx context.Context) {
 	l.ctx = ctx
 	defer l.wg.Wait()
-	checkResolvConf("/etc/resolv.conf", l.log)
+	checkResolvConf(l.cfg.ResolvConf, l.log)
 	syncT := l.clock.NewTicker(l.cfg.SyncPeriod)
 	defer syncT.Stop()
 	hkT := l.clock.NewTicker(l.cfg.HousekeepingPeriod)

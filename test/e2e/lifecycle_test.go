@@ -46,10 +46,13 @@ func observe(t *testing.T, a *agent, pod string, n int, timeout time.Duration) [
 	deadline := time.Now().Add(timeout)
 	for {
 		for _, c := range a.containers(pod, "c") {
-			st := containerStatus(t, c.Id)
-			if st == nil {
-				continue
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			r, err := conn.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+			cancel()
+			if err != nil {
+				continue // collected between list and inspect; its times were recorded earlier
 			}
+			st := r.Status
 			in := seen[c.Id]
 			if in == nil {
 				in = &instance{id: c.Id, attempt: c.Metadata.Attempt}
@@ -170,6 +173,16 @@ func TestRestartPolicyNever(t *testing.T) {
 	}
 	check("ok", v1.PodSucceeded, "Completed", 0)
 	check("bad", v1.PodFailed, "Error", 3)
+	// A finished pod's sandbox is stopped: its IP and ports are free.
+	eventually(t, 30*time.Second, "finished pods' sandboxes stopped", func() bool {
+		for _, name := range []string{"ok", "bad"} {
+			sbs := a.sandboxes(name)
+			if len(sbs) != 1 || sbs[0].State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+				return false
+			}
+		}
+		return true
+	})
 	// Let the agent see more events: a marker pod comes up, then count.
 	a.write("marker.yaml", sleeper("marker", "m"))
 	eventually(t, 60*time.Second, "marker running", func() bool { return a.running("marker", "main") != nil })
@@ -338,17 +351,16 @@ spec:
 			for _, i := range inits {
 				reran = reran || i.PodSandboxId == sb.Id
 			}
-			return c != nil && c.PodSandboxId == sb.Id && reran
+			// The restart count carries over from the dead sandbox.
+			return c != nil && c.PodSandboxId == sb.Id && reran && c.Metadata.Attempt == 1 &&
+				c.Annotations["io.kubernetes.container.restartCount"] == "1"
 		}
 		return false
 	})
-	eventually(t, 30*time.Second, "dead sandbox collected", func() bool {
-		for _, sb := range a.sandboxes("sb") {
-			if sb.Id == old.Id {
-				return false
-			}
-		}
-		return true
+	eventually(t, 10*time.Second, "status shows restart count 1", func() bool {
+		p := a.status("sb")
+		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount == 1 &&
+			p.Status.Phase == v1.PodRunning
 	})
 }
 

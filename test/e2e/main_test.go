@@ -152,6 +152,9 @@ func (a *agent) start() {
 	args = append(args, a.extra...)
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	// If the test binary dies (timeout panic), the agent dies with it
+	// rather than outliving the rig.
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatal(err)
 	}

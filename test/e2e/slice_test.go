@@ -170,6 +170,11 @@ func TestManifestChanged(t *testing.T) {
 	})
 	c := a.running("change", "main")
 	uid := a.sandboxes("change")[0].Metadata.Uid
+	// The new pod's status survives the old pod's removal.
+	eventually(t, 10*time.Second, "status of the new pod", func() bool {
+		p := a.status("change")
+		return p != nil && string(p.UID) == uid && p.Status.Phase == v1.PodRunning
+	})
 	logFile := filepath.Join(a.logs, "default_"+a.podName("change")+"_"+uid, "main", "0.log")
 	eventually(t, 10*time.Second, "new container's log", func() bool {
 		b, _ := os.ReadFile(logFile)
