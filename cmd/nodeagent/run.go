@@ -225,6 +225,12 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return err
 	}
 
+	// One relist before the loop starts: adopted pods and the old versions
+	// of manifests edited while the agent was down are known when the
+	// first pods arrive.
+	if err := plegG.Relist(ctx); err != nil {
+		log.Warn("first relist failed; the PLEG retries", zap.Error(err))
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, run := range runSources {
 		g.Go(func() error { return run(gctx) })
