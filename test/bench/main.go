@@ -208,6 +208,10 @@ func floorRun(ctx context.Context, name string) (floorPod, time.Time) {
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{}}},
 	}
 	os.MkdirAll(sbCfg.LogDirectory, 0o755)
+	// As nodeagent (and the kubelet): a termination-message file is bind
+	// mounted into the container.
+	termFile := filepath.Join(sbCfg.LogDirectory, "termination-log")
+	os.WriteFile(termFile, nil, 0o666)
 	sb, err := conn.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
 	if err != nil {
 		fail("floor RunPodSandbox: " + err.Error())
@@ -218,6 +222,7 @@ func floorRun(ctx context.Context, name string) (floorPod, time.Time) {
 		Command:  []string{"sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"},
 		Labels:   map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.container.name": "main"},
 		LogPath:  "main/0.log",
+		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}},
 	}})
 	if err != nil {
 		fail("floor CreateContainer: " + err.Error())
