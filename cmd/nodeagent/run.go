@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,18 @@ func cmdRun(args []string) error {
 	defer log.Sync() //nolint:errcheck
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if path := os.Getenv("NODEAGENT_CPUPROFILE"); path != "" {
+		// A debugging aid: a CPU profile of the whole run, for `go tool pprof`.
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("NODEAGENT_CPUPROFILE: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("NODEAGENT_CPUPROFILE: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, o, log); err != nil {
 		log.Error("nodeagent stopped", zap.Error(err))
 		return err

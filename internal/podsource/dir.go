@@ -49,6 +49,9 @@ type Dir struct {
 	good     map[string][]*v1.Pod
 	problems map[string]string
 	reported string // problems last handed to cfg.Problems, encoded
+	// read holds the files read at least once; an inotify-triggered relist
+	// re-reads only the files its events name and files not read yet.
+	read map[string]bool
 }
 
 // NewDir validates cfg and returns a Dir.
@@ -64,6 +67,7 @@ func NewDir(cfg DirConfig) (*Dir, error) {
 		log:      cfg.Logger.Named("podsource").With(zap.String("source", pod.SourceFile), zap.String("dir", cfg.Path)),
 		good:     map[string][]*v1.Pod{},
 		problems: map[string]string{},
+		read:     map[string]bool{},
 	}, nil
 }
 
@@ -79,12 +83,16 @@ func (d *Dir) Problems() map[string]string {
 	return out
 }
 
-// Relist reads the directory once, every file again as the kubelet does
-// (an mtime can miss a same-size edit within one timestamp tick), and
-// hands the full set of pods to the sink.
-func (d *Dir) Relist() {
+// Relist reads the directory once, every file again as the kubelet does,
+// and hands the full set of pods to the sink.
+func (d *Dir) Relist() { d.relist(nil) }
+
+// relist reads the directory; with changed set (an inotify burst), only
+// the files it names and files never read are parsed again, the others
+// are taken from the last read.
+func (d *Dir) relist(changed map[string]bool) {
 	d.mu.Lock()
-	pods := d.relistLocked()
+	pods := d.relistLocked(changed)
 	var problems map[string]string
 	if enc := fmt.Sprint(d.problems); d.cfg.Problems != nil && enc != d.reported {
 		d.reported = enc
@@ -100,7 +108,7 @@ func (d *Dir) Relist() {
 	d.cfg.Sink(pods)
 }
 
-func (d *Dir) relistLocked() []*v1.Pod {
+func (d *Dir) relistLocked(changed map[string]bool) []*v1.Pod {
 	entries, err := os.ReadDir(d.cfg.Path)
 	if err != nil {
 		d.log.Warn("read manifest directory; no pods from it until it is readable", zap.Error(err))
@@ -117,7 +125,16 @@ func (d *Dir) relistLocked() []*v1.Pod {
 			continue
 		}
 		present[name] = true
+		if changed != nil && !changed[name] && d.read[name] {
+			continue
+		}
+		d.read[name] = true
 		d.readFile(name)
+	}
+	for name := range d.read {
+		if !present[name] {
+			delete(d.read, name)
+		}
 	}
 	for name := range d.good {
 		if !present[name] {
@@ -250,8 +267,9 @@ func (d *Dir) Run(ctx context.Context) error {
 			if ev.Name == d.cfg.Path && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				watching = false
 			}
-			drain(w.Events)
-			d.Relist()
+			changed := map[string]bool{filepath.Base(ev.Name): true}
+			drain(w.Events, changed)
+			d.relist(changed)
 		case err, ok := <-w.Errors:
 			if !ok {
 				return errors.New("inotify watcher closed")
@@ -261,11 +279,13 @@ func (d *Dir) Run(ctx context.Context) error {
 	}
 }
 
-// drain discards events already queued, so one burst costs one re-list.
-func drain(ch <-chan fsnotify.Event) {
+// drain collects the file names of the events already queued, so one
+// burst costs one re-list.
+func drain(ch <-chan fsnotify.Event, names map[string]bool) {
 	for {
 		select {
-		case <-ch:
+		case ev := <-ch:
+			names[filepath.Base(ev.Name)] = true
 		default:
 			return
 		}

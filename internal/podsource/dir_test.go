@@ -380,3 +380,33 @@ func TestDirSameSizeEditWithinOneTimestampTick(t *testing.T) {
 		t.Errorf("pods after the edit = %+v, want web with nginx:1.26 and a new UID (before: %+v)", after, before)
 	}
 }
+
+// An inotify-triggered relist re-reads only the files its events name
+// (and files never read); the periodic relist re-reads every file.
+func TestDirEventRelistReadsOnlyNamedFiles(t *testing.T) {
+	h := newDirHarness(t)
+	h.write("web.yaml", manifestWeb)
+	h.write("db.yaml", manifestDB)
+	first := h.relist()
+	byName := func(pods []*v1.Pod) map[string]*v1.Pod {
+		m := map[string]*v1.Pod{}
+		for _, p := range pods {
+			m[p.Name] = p
+		}
+		return m
+	}
+	before := byName(first)
+	h.write("web.yaml", manifestWebEdited)
+	h.write("db.yaml", strings.Replace(manifestDB, "postgres:16", "postgres:17", 1))
+	h.dir.relist(map[string]bool{"web.yaml": true})
+	after := byName(h.got[len(h.got)-1])
+	if after["web-node1"].UID == before["web-node1"].UID {
+		t.Fatal("the named file was not re-read")
+	}
+	if after["db-node1"] != before["db-node1"] {
+		t.Fatal("a file no event named was re-read by the event relist")
+	}
+	if full := byName(h.relist()); full["db-node1"].UID == before["db-node1"].UID {
+		t.Fatal("the periodic relist did not re-read every file")
+	}
+}

@@ -68,7 +68,7 @@ func (m *Mux) Set(ctx context.Context, source string, pods []*v1.Pod) {
 		switch {
 		case !ok:
 			adds = append(adds, p)
-		case !equality.Semantic.DeepEqual(prev, p):
+		case prev != p && !equality.Semantic.DeepEqual(prev, p): // unchanged files hand over the same pods
 			updates = append(updates, p)
 		}
 	}

@@ -272,9 +272,10 @@ func bulk(ctx context.Context) {
 	fmt.Printf("%d pods at once (floor: the same CRI calls, %d in parallel)\n", n, n)
 	a := startAgent("bench30")
 	defer a.stop()
-	var upA, upF, downA, downF []time.Duration
+	var upA, upF, downA, downF, cpuUp []time.Duration
 	for r := 0; r < *bulkRuns; r++ {
 		names := map[string]bool{}
+		cpu0, _ := procStat(a.cmd.Process.Pid)
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
 			a.write(fmt.Sprintf("b%d", i))
@@ -287,6 +288,8 @@ func bulk(ctx context.Context) {
 			}
 		}
 		upA = append(upA, last.Sub(t0))
+		cpu1, _ := procStat(a.cmd.Process.Pid)
+		cpuUp = append(cpuUp, cpu1-cpu0)
 		t0 = time.Now()
 		for i := 0; i < n; i++ {
 			a.remove(fmt.Sprintf("b%d", i))
@@ -324,6 +327,7 @@ func bulk(ctx context.Context) {
 	}
 	row(fmt.Sprintf("%d pods up (median of %d)", n, *bulkRuns), upA, upF)
 	row(fmt.Sprintf("%d pods removed, all gone (median of %d)", n, *bulkRuns), downA, downF)
+	fmt.Printf("  nodeagent CPU while %d pods start: %v (median)\n", n, median(cpuUp))
 	fmt.Println()
 }
 
