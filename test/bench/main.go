@@ -26,7 +26,7 @@ import (
 var (
 	binary   = flag.String("nodeagent", "bin/nodeagent", "nodeagent binary")
 	runs     = flag.Int("runs", 7, "repetitions of the one-pod measurement")
-	bulkRuns = flag.Int("bulk-runs", 3, "repetitions of the 30-pod measurements")
+	bulkRuns = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
 	idle     = flag.Duration("idle", 60*time.Second, "steady-state window")
 	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg")
 
