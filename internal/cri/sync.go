@@ -22,7 +22,7 @@ const configHashAnnotation = "kubernetes.io/config.hash"
 const retryAfterError = 10 * time.Second
 
 // SyncPod makes one step toward the pod's spec on the runtime, given what
-// the runtime has (st, from PodStatus): it never blocks on a backoff; it
+// the runtime has (st, from the PLEG status cache): it never blocks on a backoff; it
 // reports it in the result's Waiting and RetryAfter instead.
 func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) (res pod.SyncResult) {
 	specHash := p.Annotations[configHashAnnotation]
