@@ -43,6 +43,8 @@ type options struct {
 	kubeconfig               string
 	maxRestartBackoff        time.Duration
 	eventedPLEG              bool
+	healthzBindAddress       string
+	healthzPort              int
 	verbosity                int
 }
 
@@ -107,6 +109,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of an API server to take pods from (not yet supported)")
 	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", true, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "127.0.0.1", "address of the /healthz and /metrics endpoint")
+	fs.IntVar(&o.healthzPort, "healthz-port", 10248, "port of the /healthz and /metrics endpoint; 0 disables it")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
 	return fs
 }
@@ -175,6 +179,10 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	str("cpu-manager-policy", &o.cpuManagerPolicy, kc.CPUManagerPolicy)
 	str("reserved-cpus", &o.reservedCPUs, kc.ReservedSystemCPUs)
 	str("pod-logs-dir", &o.podLogsDir, kc.PodLogsDir)
+	str("healthz-bind-address", &o.healthzBindAddress, kc.HealthzBindAddress)
+	if !set["healthz-port"] && kc.HealthzPort != nil {
+		o.healthzPort = int(*kc.HealthzPort)
+	}
 	dur("file-check-frequency", &o.fileCheckFrequency, kc.FileCheckFrequency.Duration)
 	dur("sync-frequency", &o.syncFrequency, kc.SyncFrequency.Duration)
 	dur("runtime-request-timeout", &o.runtimeRequestTimeout, kc.RuntimeRequestTimeout.Duration)

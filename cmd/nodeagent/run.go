@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -28,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cni"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podsource"
@@ -208,12 +211,18 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		runSources = append(runSources, src.Run)
 	}
 	plegG := pleg.NewGeneric(rt, clk, log, 1000)
+	var loop *syncloop.Loop
+	mets := metrics.New(metrics.Gauges{
+		Workers:       func() float64 { return float64(loop.Workers()) },
+		DroppedEvents: func() float64 { return float64(plegG.Dropped()) },
+	})
+	plegG.ObserveRelists(mets.ObserveRelist)
 
 	labels := map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
 	for k, v := range o.nodeLabels.m {
 		labels[k] = v
 	}
-	loop, err := syncloop.New(syncloop.Config{
+	loop, err = syncloop.New(syncloop.Config{
 		Updates:      mux.Updates(),
 		SourcesReady: mux.SeenAll,
 		Runtime:      rt,
@@ -229,6 +238,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Clock:         clk,
 		Logger:        log,
 		ResyncPeriod:  o.syncFrequency,
+		OnIteration:   mets.ObserveIteration,
+		OnPodSync:     mets.ObservePodSync,
 		Housekeeping: func(active map[pod.UID]bool) {
 			rt.GC()
 			rt.CleanupDirs(active)
@@ -245,6 +256,12 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		log.Warn("first relist failed; the PLEG retries", zap.Error(err))
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if o.healthzPort > 0 {
+		addr := net.JoinHostPort(o.healthzBindAddress, strconv.Itoa(o.healthzPort))
+		health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
+		g.Go(func() error { return metrics.Serve(gctx, addr, mets.Handler(health)) })
+		log.Info("serving /healthz and /metrics", zap.String("address", addr))
+	}
 	for _, run := range runSources {
 		g.Go(func() error { return run(gctx) })
 	}
@@ -265,7 +282,13 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			}
 		}
 	})
+	// systemd (Type=notify): ready once the loop runs; a no-op without
+	// NOTIFY_SOCKET.
+	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
+		log.Warn("notify systemd", zap.Error(err))
+	}
 	err = g.Wait()
+	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -61,6 +61,7 @@ type Generic struct {
 	// fast is Run's relist period; slow replaces it while an event stream
 	// is up (streaming).
 	fast, slow atomic.Int64
+	onRelist   func(time.Duration)
 	streaming  atomic.Bool
 	trigger    chan struct{}
 
@@ -81,6 +82,10 @@ func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Ge
 	g.fast.Store(int64(time.Second))
 	return g
 }
+
+// ObserveRelists sets a func called with each successful relist's
+// duration (metrics). Call it before Run.
+func (g *Generic) ObserveRelists(f func(time.Duration)) { g.onRelist = f }
 
 // Watch returns the event stream.
 func (g *Generic) Watch() <-chan Event { return g.events }
@@ -162,6 +167,9 @@ func (g *Generic) Relist(ctx context.Context) error {
 		g.log.Warn("event channel full; events dropped, the periodic resync recovers", zap.Int("dropped", dropped))
 	}
 	n := len(events)
+	if g.onRelist != nil {
+		g.onRelist(g.clock.Since(start))
+	}
 	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", n), zap.Duration("took", g.clock.Since(start)))
 	return nil
 }

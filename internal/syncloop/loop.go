@@ -34,6 +34,10 @@ type Config struct {
 	SyncPeriod         time.Duration // 1s
 	HousekeepingPeriod time.Duration // 2s
 	ResyncPeriod       time.Duration // 10s default here (the agent passes --sync-frequency, 1m): every pod is synced at least this often
+	// OnIteration and OnPodSync, if set, observe each loop iteration (by
+	// what woke it: config, pleg, sync, housekeeping) and each pod sync.
+	OnIteration func(kind string, d time.Duration)
+	OnPodSync   func(d time.Duration)
 	// ResolvConf is the host's resolver config, checked once against the
 	// limits pods can be given (default /etc/resolv.conf).
 	ResolvConf string
@@ -173,9 +177,15 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 		l.ctx = ctx
 	}
 	var start time.Time
+	var kind string
 	defer func() {
-		if !start.IsZero() {
-			l.log.Debug("iteration", zap.Duration("took", l.clock.Since(start)))
+		if start.IsZero() {
+			return
+		}
+		took := l.clock.Since(start)
+		l.log.Debug("iteration", zap.String("kind", kind), zap.Duration("took", took))
+		if l.cfg.OnIteration != nil {
+			l.cfg.OnIteration(kind, took)
 		}
 	}()
 	select {
@@ -185,7 +195,7 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 		if !ok {
 			return false
 		}
-		start = l.clock.Now()
+		start, kind = l.clock.Now(), "config"
 		l.log.Debug("config update", zap.String("op", u.Op.String()), zap.String("source", u.Source), zap.Int("pods", len(u.Pods)))
 		switch u.Op {
 		case pod.OpAdd:
@@ -196,13 +206,13 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 			l.HandlePodRemoves(u.Pods)
 		}
 	case ev := <-l.cfg.PLEG.Watch():
-		start = l.clock.Now()
+		start, kind = l.clock.Now(), "pleg"
 		l.handlePLEG(ev)
 	case <-syncC:
-		start = l.clock.Now()
+		start, kind = l.clock.Now(), "sync"
 		l.HandleSyncPods(l.queue.Due())
 	case <-hkC:
-		start = l.clock.Now()
+		start, kind = l.clock.Now(), "housekeeping"
 		l.HandleCleanups()
 	}
 	return true

@@ -126,6 +126,9 @@ func (w *worker) step(ctx context.Context) bool {
 		next = res.RetryAfter
 	}
 	l.queue.Replace(w.uid, next)
+	if l.cfg.OnPodSync != nil {
+		l.cfg.OnPodSync(l.clock.Since(start))
+	}
 	w.log.Debug("synced pod", zap.Duration("took", l.clock.Since(start)), zap.Duration("next", next), zap.Error(res.Err))
 	return false
 }

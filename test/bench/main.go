@@ -116,6 +116,7 @@ func startAgent(node string, extra ...string) *agentProc {
 		"--hostname-override", node,
 		"--cni-conf-dir", os.Getenv("NODEAGENT_CNI_CONF_DIR"),
 		"--cni-bin-dir", os.Getenv("NODEAGENT_CNI_BIN_DIR"),
+		"--healthz-port", "0",
 	}, extra...)
 	a.cmd = exec.Command(*binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = out, out

@@ -101,6 +101,7 @@ type agent struct {
 	root      string
 	logs      string
 	extra     []string
+	env       []string // when set, the agent's whole environment
 	cmd       *exec.Cmd
 	out       *syncBuffer
 	waitErr   chan error
@@ -144,6 +145,7 @@ func (a *agent) start() {
 		"--pod-logs-dir", a.logs,
 		"--hostname-override", a.node,
 		"--file-check-frequency", "2s",
+		"--healthz-port", "0", // agents run side by side; a test may pass its own port
 		"--v", "4",
 	}
 	if cniConf != "" {
@@ -152,6 +154,7 @@ func (a *agent) start() {
 	args = append(args, a.extra...)
 	a.cmd = exec.Command(binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	a.cmd.Env = a.env
 	// If the test binary dies (timeout panic), the agent dies with it
 	// rather than outliving the rig.
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

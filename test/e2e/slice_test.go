@@ -4,7 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -226,5 +229,72 @@ func TestBrokenManifests(t *testing.T) {
 	eventually(t, 60*time.Second, "marker running", func() bool { return a.running("marker", "main") != nil })
 	if c := a.running("good", "main"); c == nil || c.Id != id {
 		t.Fatalf("broken edit disturbed the running pod: %v", c)
+	}
+}
+
+// /healthz answers ok while the runtime and the PLEG are healthy, and
+// /metrics exposes the loop, PLEG and worker metrics.
+func TestHealthzAndMetrics(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	a := newAgent(t, "--healthz-port", fmt.Sprint(port))
+	a.start()
+	a.write("m.yaml", sleeper("m", "x"))
+	eventually(t, 60*time.Second, "pod running", func() bool { return a.running("m", "main") != nil })
+	get := func(path string) (int, string) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, 10*time.Second, "healthz ok", func() bool {
+		code, body := get("/healthz")
+		return code == 200 && body == "ok"
+	})
+	eventually(t, 10*time.Second, "metrics", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, "nodeagent_pod_workers 1") &&
+			strings.Contains(body, `nodeagent_sync_loop_iteration_duration_seconds_count{kind="config"}`) &&
+			strings.Contains(body, "nodeagent_pleg_relist_duration_seconds_count") &&
+			strings.Contains(body, "nodeagent_pod_worker_sync_duration_seconds_count")
+	})
+}
+
+// Under systemd (Type=notify) the agent reports READY=1 once it runs, and
+// STOPPING=1 when it stops.
+func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a := newAgent(t)
+	a.env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	a.start()
+	read := func() string {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		buf := make([]byte, 256)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+	if msg := read(); msg != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", msg)
+	}
+	a.stop()
+	if msg := read(); msg != "STOPPING=1" {
+		t.Fatalf("notification at stop %q, want STOPPING=1", msg)
 	}
 }
