@@ -170,7 +170,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
 		NodeName:  nodeName, NodeIP: nodeIP,
-		Recorder: statuses,
+		Recorder:      statuses,
+		NetworkHealth: load(&networkHealth),
 	})
 	if err != nil {
 		return err
@@ -259,8 +260,13 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if o.healthzPort > 0 {
 		addr := net.JoinHostPort(o.healthzBindAddress, strconv.Itoa(o.healthzPort))
 		health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
-		g.Go(func() error { return metrics.Serve(gctx, addr, mets.Handler(health)) })
-		log.Info("serving /healthz and /metrics", zap.String("address", addr))
+		// As the kubelet: a taken port costs the endpoint, not the pods.
+		if ln, err := metrics.Listen(addr); err != nil {
+			log.Error("no /healthz and /metrics endpoint; pods are run regardless (free the port or set --healthz-port)", zap.Error(err))
+		} else {
+			g.Go(func() error { return metrics.Serve(gctx, ln, mets.Handler(health)) })
+			log.Info("serving /healthz and /metrics", zap.String("address", addr))
+		}
 	}
 	for _, run := range runSources {
 		g.Go(func() error { return run(gctx) })
@@ -287,8 +293,12 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		log.Warn("notify systemd", zap.Error(err))
 	}
+	g.Go(func() error {
+		<-gctx.Done()
+		daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
+		return nil
+	})
 	err = g.Wait()
-	daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -57,11 +57,6 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 		if !hashChanged && sb != nil && p.Spec.RestartPolicy == v1.RestartPolicyNever && len(st.Containers) > 0 {
 			return a
 		}
-		a.createSandbox = true
-		if len(p.Spec.InitContainers) > 0 {
-			a.nextInit = 0
-			return a
-		}
 		for i := range p.Spec.Containers {
 			c := st.Latest(p.Spec.Containers[i].Name, false)
 			if p.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(c) {
@@ -69,9 +64,15 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 			}
 			a.start = append(a.start, i)
 		}
-		if len(a.start) == 0 {
-			// Everything already succeeded: the pod is done, no sandbox.
-			a.createSandbox = false
+		if len(a.start) == 0 && initsSucceeded(p, st) {
+			// Initialised and nothing left to run: the pod is done, no
+			// sandbox (the kubelet's computePodActions).
+			return a
+		}
+		a.createSandbox = true
+		if len(p.Spec.InitContainers) > 0 {
+			a.start = nil
+			a.nextInit = 0
 		}
 		return a
 	}
@@ -159,6 +160,17 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 	}
 	a.stopSandbox = len(a.start) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
 	return a
+}
+
+// initsSucceeded reports whether every init container's newest instance
+// exited 0.
+func initsSucceeded(p *v1.Pod, st *pod.RuntimeStatus) bool {
+	for i := range p.Spec.InitContainers {
+		if !succeeded(st.Latest(p.Spec.InitContainers[i].Name, true)) {
+			return false
+		}
+	}
+	return true
 }
 
 func succeeded(c *pod.Container) bool {

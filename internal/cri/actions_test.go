@@ -281,6 +281,22 @@ func TestComputeActions(t *testing.T) {
 			want: actions{sandboxID: "sb1", nextInit: -1, stopSandbox: true},
 		},
 		{
+			name: "OnFailure pod with init containers, all done, sandbox stopped: no new sandbox",
+			pod:  policy(actPodInit, v1.RestartPolicyOnFailure),
+			st: rs(sbList(sb("sb1", 0, false)),
+				ctrIn("sb1", "init-0", exited, 0), ctrIn("sb1", "init-1", exited, 0),
+				ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 0)),
+			want: actions{attempt: 1, nextInit: -1},
+		},
+		{
+			name: "OnFailure pod with init containers and a failed container: new sandbox, inits first",
+			pod:  policy(actPodInit, v1.RestartPolicyOnFailure),
+			st: rs(sbList(sb("sb1", 0, false)),
+				ctrIn("sb1", "init-0", exited, 0), ctrIn("sb1", "init-1", exited, 0),
+				ctrIn("sb1", "app", exited, 1), ctrIn("sb1", "side", exited, 0)),
+			want: actions{createSandbox: true, attempt: 1, nextInit: 0},
+		},
+		{
 			name: "Never with one container still running keeps the sandbox",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", running, 0)),

@@ -68,6 +68,10 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.PullTimeout)
 	defer cancel()
 	resp, err := r.c.PullImage(cctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	if err != nil && ctx.Err() != nil {
+		// Cancelled by the pod's removal: not the registry's fault, no backoff.
+		return "", &imageError{reason: ReasonErrImagePull, msg: fmt.Sprintf("pull image %q: %v", c.Image, ctx.Err())}
+	}
 	if err != nil {
 		delay := r.cfg.ImagePull.Next(key)
 		err = translate(err)

@@ -932,3 +932,32 @@ func TestCleanupDirs(t *testing.T) {
 		}
 	}
 }
+
+// NetworkReady=false holds pods that need the pod network (no sandbox,
+// a NetworkNotReady reason) but not host-network pods.
+func TestSyncPodWaitsForTheNetwork(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	fake := critest.New(clk)
+	rt, err := cri.New(cri.Config{
+		Client: fake, Logger: zaptest.NewLogger(t), Clock: clk, RootDir: t.TempDir(), PodLogsDir: t.TempDir(),
+		NodeName: "node1", NetworkHealth: func() error {
+			return errors.New("NetworkReady=false (NetworkPluginNotReady: cni config uninitialized)")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rt.SyncPod(context.Background(), webPod, &pod.RuntimeStatus{UID: webPod.UID})
+	if res.SandboxError == "" || !strings.Contains(res.SandboxError, "network is not ready") || res.RetryAfter == 0 {
+		t.Fatalf("result %+v, want a network-not-ready sandbox error with a retry", res)
+	}
+	if slices.Contains(fake.Methods(), "RunPodSandbox") {
+		t.Fatal("a sandbox was made while the network is not ready")
+	}
+	host := webPod.DeepCopy()
+	host.Spec.HostNetwork = true
+	rt.SyncPod(context.Background(), host, &pod.RuntimeStatus{UID: host.UID})
+	if !slices.Contains(fake.Methods(), "RunPodSandbox") {
+		t.Fatal("a host-network pod waited for the pod network")
+	}
+}

@@ -83,12 +83,18 @@ func (m *Metrics) Handler(health func() error) http.Handler {
 	return mux
 }
 
-// Serve listens on addr and serves h until ctx ends.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
+// Listen opens the endpoint's socket (before the agent reports ready, so
+// a taken port is known at start).
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("healthz/metrics listener: %w", err)
+		return nil, fmt.Errorf("healthz/metrics listener: %w", err)
 	}
+	return ln, nil
+}
+
+// Serve serves h on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -23,7 +23,9 @@ type cacheEntry struct {
 
 // GetNewerThan returns uid's status once the cache is current as of a time
 // after min, triggering a relist when it is not yet. A pod the runtime
-// does not have yields an empty status. It blocks until then or until ctx
+// does not have yields an empty status. When inspecting the pod failed it
+// returns the error with the list-level status (IDs and states, no exit
+// codes), which is enough to kill it. It blocks until then or until ctx
 // ends.
 func (g *Generic) GetNewerThan(ctx context.Context, uid pod.UID, min time.Time) (*pod.RuntimeStatus, error) {
 	for {

@@ -191,6 +191,7 @@ func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UI
 			st, err := g.lister.InspectPod(ctx, listed[uid], prev)
 			if err != nil {
 				g.log.Warn("inspect pod failed; retried at the next relist", zap.String("uid", string(uid)), zap.Error(err))
+				st = listed[uid] // list-level view: enough to kill the pod
 			}
 			mu.Lock()
 			out[uid] = cacheEntry{status: st, err: err}

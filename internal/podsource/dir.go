@@ -120,7 +120,8 @@ func (d *Dir) relistLocked(changed map[string]bool) []*v1.Pod {
 		if strings.HasPrefix(name, ".") || e.IsDir() {
 			continue
 		}
-		info, err := e.Info()
+		// Stat, not lstat: a symlinked manifest counts, as with the kubelet.
+		info, err := os.Stat(filepath.Join(d.cfg.Path, name))
 		if err != nil || !info.Mode().IsRegular() {
 			continue
 		}
@@ -264,30 +265,41 @@ func (d *Dir) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("inotify watcher closed")
 			}
-			if ev.Name == d.cfg.Path && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				watching = false
-			}
 			changed := map[string]bool{filepath.Base(ev.Name): true}
-			drain(w.Events, changed)
+			full := drain(w.Events, changed, d.cfg.Path) || filepath.Clean(ev.Name) == filepath.Clean(d.cfg.Path)
+			if full {
+				// The directory itself changed (replaced, moved): watch
+				// it anew and read everything.
+				if watching {
+					w.Remove(d.cfg.Path) //nolint:errcheck
+				}
+				watching = false
+				watch()
+				d.Relist()
+				continue
+			}
 			d.relist(changed)
 		case err, ok := <-w.Errors:
 			if !ok {
 				return errors.New("inotify watcher closed")
 			}
-			d.log.Warn("inotify error; the periodic re-list catches up", zap.Error(err))
+			// An overflow loses events: read everything.
+			d.log.Warn("inotify error; re-reading the whole directory", zap.Error(err))
+			d.Relist()
 		}
 	}
 }
 
 // drain collects the file names of the events already queued, so one
-// burst costs one re-list.
-func drain(ch <-chan fsnotify.Event, names map[string]bool) {
+// burst costs one re-list; it reports whether one was about dir itself.
+func drain(ch <-chan fsnotify.Event, names map[string]bool, dir string) (dirEvent bool) {
 	for {
 		select {
 		case ev := <-ch:
 			names[filepath.Base(ev.Name)] = true
+			dirEvent = dirEvent || filepath.Clean(ev.Name) == filepath.Clean(dir)
 		default:
-			return
+			return dirEvent
 		}
 	}
 }

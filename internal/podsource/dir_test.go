@@ -410,3 +410,18 @@ func TestDirEventRelistReadsOnlyNamedFiles(t *testing.T) {
 		t.Fatal("the periodic relist did not re-read every file")
 	}
 }
+
+// A symlinked manifest is read, as the kubelet does.
+func TestDirFollowsSymlinks(t *testing.T) {
+	h := newDirHarness(t)
+	target := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(target, []byte(manifestWeb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(h.path, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.relist(); len(got) != 1 || got[0].Name != "web-node1" {
+		t.Fatalf("got %d pods, want the symlinked one", len(got))
+	}
+}

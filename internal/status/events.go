@@ -48,9 +48,14 @@ func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
 		}
 	}
 	m.events[p.UID] = evs
+	defer m.mu.Unlock()
+	// The files of a name belong to the pod that published there last (an
+	// old version's Killing events must not replace the new one's).
+	if o, ok := m.owner[m.path(p)]; ok && o != p.UID {
+		return
+	}
 	m.owner[m.path(p)] = p.UID
 	list := v1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: append([]v1.Event(nil), evs...)}
-	m.mu.Unlock()
 	body, err := json.MarshalIndent(list, "", "  ")
 	if err == nil {
 		err = writeAtomic(m.eventsPath(p), body)
@@ -90,6 +95,7 @@ const sourcesFile = "_sources.json"
 // (file name or URL → reason); an empty map clears the source's problems.
 func (m *Manager) SourceProblems(source string, problems map[string]string) {
 	m.mu.Lock()
+	defer m.mu.Unlock() // the file is written under the lock: sources race
 	if len(problems) == 0 {
 		delete(m.problems, source)
 	} else {
@@ -97,7 +103,6 @@ func (m *Manager) SourceProblems(source string, problems map[string]string) {
 	}
 	none := len(m.problems) == 0
 	body, err := json.MarshalIndent(m.problems, "", "  ")
-	m.mu.Unlock()
 	switch {
 	case none:
 		if err = os.Remove(filepath.Join(m.dir, sourcesFile)); errors.Is(err, os.ErrNotExist) {

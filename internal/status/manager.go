@@ -75,16 +75,14 @@ func (m *Manager) Refused(p *v1.Pod, reason, message string) {
 // Removed deletes a pod's status file.
 func (m *Manager) Removed(p *v1.Pod) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.last, p.UID)
 	delete(m.events, p.UID)
-	mine := m.owner[m.path(p)] == p.UID
-	if mine {
-		delete(m.owner, m.path(p))
-	}
-	m.mu.Unlock()
-	if !mine {
+	if m.owner[m.path(p)] != p.UID {
 		return // another pod of the same name owns the files now
 	}
+	delete(m.owner, m.path(p))
+	// Under the lock: a publish of the new owner cannot slip in between.
 	for _, f := range []string{m.path(p), m.eventsPath(p)} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))

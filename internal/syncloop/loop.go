@@ -68,11 +68,11 @@ type Loop struct {
 	// finished is when each recently terminated pod's kill completed, so
 	// housekeeping does not take a snapshot older than that for an orphan.
 	finished map[pod.UID]time.Time
-	// terminating maps a pod full name to the UID being killed under it,
+	// terminating maps a pod full name to the UIDs being killed under it,
 	// and held keeps the pod of the same name that waits for that kill to
 	// end (an edited static pod: the old one must be gone before the new
 	// one starts, as with the kubelet).
-	terminating map[string]pod.UID
+	terminating map[string]map[pod.UID]bool
 	held        map[string]*v1.Pod
 	wg          sync.WaitGroup
 	ctx         context.Context
@@ -109,7 +109,7 @@ func New(cfg Config) (*Loop, error) {
 		refused:     map[pod.UID]*v1.Pod{},
 		workers:     map[pod.UID]*worker{},
 		finished:    map[pod.UID]time.Time{},
-		terminating: map[string]pod.UID{},
+		terminating: map[string]map[pod.UID]bool{},
 		held:        map[string]*v1.Pod{},
 	}, nil
 }
@@ -254,13 +254,19 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 // happened while the agent was down — so that dispatch holds p until they
 // are gone.
 func (l *Loop) killSameName(p *v1.Pod) {
-	snap, _ := l.cfg.PLEG.Snapshot()
+	snap, taken := l.cfg.PLEG.Snapshot()
 	for uid, st := range snap {
 		if uid == p.UID || st.Namespace != p.Namespace || st.Name != p.Name {
 			continue
 		}
 		if _, wanted := l.pods[uid]; wanted {
 			continue
+		}
+		l.mu.Lock()
+		done, wasDone := l.finished[uid]
+		l.mu.Unlock()
+		if wasDone && !taken.After(done) {
+			continue // killed since the snapshot was taken
 		}
 		l.log.Info("stopping the previous pod of this name first", zap.String("pod", pod.FullName(p)),
 			zap.String("uid", string(uid)), zap.String("replacement", string(p.UID)))
@@ -398,22 +404,48 @@ func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w, ok := l.workers[uid]; ok {
-		if l.terminating[w.name] == uid {
-			delete(l.terminating, w.name) // re-added before its kill ended
-		}
+		l.untrackTerminationLocked(w.name, uid) // re-added before its kill ended
 		w.update(p)
 		return
 	}
 	name := pod.FullName(p)
-	if other, ok := l.terminating[name]; ok && other != uid {
+	if others := l.terminating[name]; len(others) > 0 && !others[uid] {
 		if _, already := l.held[name]; !already {
 			l.log.Info("pod waits for the previous pod of its name to terminate", zap.String("pod", name),
-				zap.String("uid", string(uid)), zap.String("previous", string(other)))
+				zap.String("uid", string(uid)), zap.Int("terminating", len(others)))
 		}
 		l.held[name] = p
 		return
 	}
+	if h, ok := l.held[name]; ok && h.UID == uid {
+		delete(l.held, name)
+	}
 	l.startWorkerLocked(uid, p, name).poke()
+}
+
+// untrackTerminationLocked ends uid's termination under name; when no
+// other pod of that name is terminating, the held pod (if any) starts.
+// l.mu is held.
+func (l *Loop) untrackTerminationLocked(name string, uid pod.UID) {
+	set := l.terminating[name]
+	if !set[uid] {
+		return
+	}
+	delete(set, uid)
+	if len(set) > 0 {
+		return
+	}
+	delete(l.terminating, name)
+	next, ok := l.held[name]
+	if !ok {
+		return
+	}
+	delete(l.held, name)
+	if _, running := l.workers[next.UID]; running {
+		return
+	}
+	l.log.Info("starting the pod that waited for its predecessor", zap.String("pod", name), zap.String("uid", string(next.UID)))
+	l.startWorkerLocked(next.UID, next, name).poke()
 }
 
 // terminate asks uid's worker to kill the pod, starting one for an orphan.
@@ -424,7 +456,10 @@ func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string) {
 	if !ok {
 		w = l.startWorkerLocked(uid, p, name)
 	}
-	l.terminating[w.name] = uid
+	if l.terminating[w.name] == nil {
+		l.terminating[w.name] = map[pod.UID]bool{}
+	}
+	l.terminating[w.name][uid] = true
 	w.kill()
 }
 
@@ -446,29 +481,23 @@ func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
 // re-added meanwhile; it returns whether the worker should exit.
 func (l *Loop) workerDone(w *worker) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	w.mu.Lock()
 	readded := !w.terminate && w.pod != nil
 	p := w.pod
 	w.mu.Unlock()
 	if readded {
+		l.mu.Unlock()
 		w.poke()
 		return false
 	}
 	delete(l.workers, w.uid)
 	l.finished[w.uid] = l.clock.Now()
 	l.queue.Forget(w.uid)
-	if l.status != nil && p != nil {
-		l.status.Removed(p)
-	}
 	w.log.Info("pod terminated")
-	if l.terminating[w.name] == w.uid {
-		delete(l.terminating, w.name)
-		if next, ok := l.held[w.name]; ok {
-			delete(l.held, w.name)
-			l.log.Info("starting the pod that waited for its predecessor", zap.String("pod", w.name), zap.String("uid", string(next.UID)))
-			l.startWorkerLocked(next.UID, next, w.name).poke()
-		}
+	l.untrackTerminationLocked(w.name, w.uid)
+	l.mu.Unlock()
+	if l.status != nil && p != nil {
+		l.status.Removed(p) // file I/O: outside l.mu
 	}
 	return true
 }

@@ -33,7 +33,9 @@ type fakeRuntime struct {
 	gate     chan struct{}
 	entered  chan struct{} // receives when SyncPod waits at the gate
 	killGate chan struct{} // when set, KillPod waits for it
-	res      pod.SyncResult
+	// killGates, per UID, take precedence over killGate.
+	killGates map[pod.UID]chan struct{}
+	res       pod.SyncResult
 }
 
 func newFakeRuntime() *fakeRuntime { return &fakeRuntime{calls: make(chan call, 100)} }
@@ -53,6 +55,9 @@ func (f *fakeRuntime) SyncPod(_ context.Context, p *v1.Pod, _ *pod.RuntimeStatus
 func (f *fakeRuntime) KillPod(_ context.Context, p *v1.Pod, st *pod.RuntimeStatus, _ int64) error {
 	f.mu.Lock()
 	gate := f.killGate
+	if g, ok := f.killGates[st.UID]; ok {
+		gate = g
+	}
 	f.mu.Unlock()
 	f.calls <- call{"kill", st.UID, p}
 	if gate != nil {
@@ -367,16 +372,56 @@ func TestSameNamePodWaitsForItsPredecessor(t *testing.T) {
 }
 
 // The old version of a pod edited while the agent was down is killed as
-// soon as the new one is added, before the new one starts.
+// soon as the new one is added, and the new one starts only after.
 func TestSameNameOrphanKilledBeforeTheNewPod(t *testing.T) {
 	r := newRig(t, nil)
 	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"old": {UID: "old", Name: "etcd", Namespace: "default"}}
+	r.pleg.at = r.clock.Now()
+	gate := make(chan struct{})
+	r.rt.mu.Lock()
+	r.rt.killGates = map[pod.UID]chan struct{}{"old": gate}
+	r.rt.mu.Unlock()
 	r.ready = false // sources not all seen: no housekeeping kill
 	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("new", "etcd")}} })
 	if c := r.next(t); c.op != "kill" || c.uid != "old" {
 		t.Fatalf("got %+v, want the old pod killed", c)
 	}
+	r.none(t) // the new pod waits for the kill
+	close(gate)
 	if c := r.next(t); c.op != "sync" || c.uid != "new" {
 		t.Fatalf("got %+v, want the new pod synced next", c)
+	}
+}
+
+// Two old pods of one name terminating at once (an edit of an edit): the
+// newest waits for both, not just the first to finish.
+func TestHeldPodWaitsForEveryPredecessor(t *testing.T) {
+	r := newRig(t, nil)
+	b := testPod("b", "etcd")
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{b}} })
+	r.next(t)
+	// "a", an older version, is still in the runtime snapshot.
+	r.pleg.mu.Lock()
+	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"a": {UID: "a", Name: "etcd", Namespace: "default"}, "b": {UID: "b", Name: "etcd", Namespace: "default"}}
+	r.pleg.at = r.clock.Now()
+	r.pleg.mu.Unlock()
+	gateB := make(chan struct{})
+	r.rt.mu.Lock()
+	r.rt.killGates = map[pod.UID]chan struct{}{"b": gateB}
+	r.rt.mu.Unlock()
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpRemove, Pods: []*v1.Pod{b}} })
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("c", "etcd")}} })
+	kills := map[pod.UID]bool{}
+	for len(kills) < 2 {
+		c := r.next(t)
+		if c.op != "kill" {
+			t.Fatalf("got %+v while a and b terminate", c)
+		}
+		kills[c.uid] = true
+	}
+	r.none(t) // a is gone, b is not: c still waits
+	close(gateB)
+	if c := r.next(t); c.op != "sync" || c.uid != "c" {
+		t.Fatalf("got %+v, want c synced after both kills", c)
 	}
 }

@@ -84,6 +84,14 @@ func (w *worker) step(ctx context.Context) bool {
 	l := w.loop
 	start := l.clock.Now()
 	st, err := l.cfg.PLEG.GetNewerThan(ctx, w.uid, w.lastSync)
+	w.mu.Lock()
+	killing := w.terminate || w.pod == nil
+	w.mu.Unlock()
+	if err != nil && killing && st != nil && ctx.Err() == nil {
+		// A pod being killed needs no exit codes: go on with the list-level view.
+		w.log.Warn("inspect pod failed; killing it from the list-level view", zap.Error(err))
+		err = nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("read pod status from runtime failed; retrying", zap.Error(err))

@@ -161,6 +161,9 @@ func TestRestartPolicyNever(t *testing.T) {
 	a.start()
 	a.write("ok.yaml", crasher("ok", "Never", "exit 0"))
 	a.write("bad.yaml", crasher("bad", "Never", "exit 3"))
+	// OnFailure with an init container, finishing with 0: done for good.
+	a.write("onf.yaml", strings.Replace(crasher("onf", "OnFailure", "exit 0"), "  containers:\n",
+		"  initContainers:\n  - {name: init, image: "+busybox+", command: [\"true\"]}\n  containers:\n", 1))
 	check := func(name string, phase v1.PodPhase, reason string, code int32) {
 		eventually(t, 60*time.Second, name+" "+string(phase), func() bool {
 			p := a.status(name)
@@ -173,6 +176,7 @@ func TestRestartPolicyNever(t *testing.T) {
 	}
 	check("ok", v1.PodSucceeded, "Completed", 0)
 	check("bad", v1.PodFailed, "Error", 3)
+	check("onf", v1.PodSucceeded, "Completed", 0)
 	// A finished pod's sandbox is stopped: its IP and ports are free.
 	eventually(t, 30*time.Second, "finished pods' sandboxes stopped", func() bool {
 		for _, name := range []string{"ok", "bad"} {
@@ -186,9 +190,12 @@ func TestRestartPolicyNever(t *testing.T) {
 	// Let the agent see more events: a marker pod comes up, then count.
 	a.write("marker.yaml", sleeper("marker", "m"))
 	eventually(t, 60*time.Second, "marker running", func() bool { return a.running("marker", "main") != nil })
-	for _, name := range []string{"ok", "bad"} {
+	for _, name := range []string{"ok", "bad", "onf"} {
 		if n := len(a.containers(name, "c")); n != 1 {
 			t.Errorf("%s: %d container instances, want 1 (no restart)", name, n)
+		}
+		if n := len(a.sandboxes(name)); n != 1 {
+			t.Errorf("%s: %d sandboxes, want 1 (a finished pod gets no new one)", name, n)
 		}
 	}
 }

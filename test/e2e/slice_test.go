@@ -173,6 +173,14 @@ func TestManifestChanged(t *testing.T) {
 	})
 	c := a.running("change", "main")
 	uid := a.sandboxes("change")[0].Metadata.Uid
+	// The old pod was gone before the new one got its sandbox: never two
+	// versions at once.
+	log := a.out.String()
+	terminated := regexp.MustCompile(`pod terminated.*"uid": "` + oldUID + `"`).FindStringIndex(log)
+	created := regexp.MustCompile(`sandbox ready.*"uid": "` + uid + `"`).FindStringIndex(log)
+	if terminated == nil || created == nil || terminated[0] > created[0] {
+		t.Errorf("old pod terminated at log offset %v, new sandbox ready at %v: want the old one gone first", terminated, created)
+	}
 	// The new pod's status survives the old pod's removal.
 	eventually(t, 10*time.Second, "status of the new pod", func() bool {
 		p := a.status("change")
