@@ -43,7 +43,8 @@ func (m *Mux) Updates() <-chan pod.Update { return m.out }
 // Updates(). Until then the agent must not treat runtime pods it does not
 // know as orphans: an adopted pod's ADD may still be on its way. (The
 // consumer calls SeenAll from the goroutine that reads Updates, so a delta
-// taken out has been handled.)
+// taken out has been handled.) A source that changes without pause can
+// delay housekeeping by a tick or more; it never makes it unsafe.
 func (m *Mux) SeenAll() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
