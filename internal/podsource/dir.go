@@ -180,28 +180,7 @@ func (d *Dir) parse(path string, log *zap.Logger) ([]*v1.Pod, error) {
 		// Delete the file to remove its pods.
 		return nil, errors.New("file is empty")
 	}
-	docs, err := Decode(data)
-	if err != nil {
-		return nil, err
-	}
-	var pods []*v1.Pod
-	for _, doc := range docs {
-		if doc.Pod == nil {
-			log.Info("ignoring a document that is not a Pod", zap.Int("document", doc.Index), zap.String("kind", doc.Kind))
-			continue
-		}
-		if doc.Warning != "" {
-			log.Warn("manifest has fields this agent does not know; they are ignored",
-				zap.Int("document", doc.Index), zap.String("detail", doc.Warning))
-		}
-		p := doc.Pod
-		DefaultStatic(p, d.cfg.NodeName, pod.SourceFile)
-		if errs := Validate(p); len(errs) > 0 {
-			return nil, fmt.Errorf("document %d (pod %q): %w", doc.Index, p.Name, errs.ToAggregate())
-		}
-		pods = append(pods, p)
-	}
-	return pods, nil
+	return StaticPods(data, d.cfg.NodeName, pod.SourceFile, log)
 }
 
 // dedupLocked flattens the per-file pods in file-name order, dropping a pod

@@ -83,22 +83,9 @@ func (h *HTTP) Fetch(ctx context.Context) error {
 	if h.seen && bytes.Equal(body, h.lastBody) {
 		return nil
 	}
-	docs, err := Decode(body)
+	pods, err := StaticPods(body, h.cfg.NodeName, pod.SourceHTTP, h.log)
 	if err != nil {
 		return fmt.Errorf("manifest URL body: %w", err)
-	}
-	var pods []*v1.Pod
-	for _, doc := range docs {
-		if doc.Pod == nil {
-			h.log.Info("ignoring a document that is not a Pod", zap.Int("document", doc.Index), zap.String("kind", doc.Kind))
-			continue
-		}
-		p := doc.Pod
-		DefaultStatic(p, h.cfg.NodeName, pod.SourceHTTP)
-		if errs := Validate(p); len(errs) > 0 {
-			return fmt.Errorf("manifest URL document %d (pod %q): %w", doc.Index, p.Name, errs.ToAggregate())
-		}
-		pods = append(pods, p)
 	}
 	h.lastBody, h.seen = body, true
 	h.cfg.Sink(pods)

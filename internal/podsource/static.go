@@ -4,7 +4,10 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
+
+	"go.uber.org/zap"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +65,34 @@ func DefaultStatic(p *v1.Pod, nodeName, source string) (hash string) {
 	p.Annotations[ConfigSourceAnnotation] = source
 	p.Spec.Tolerations = append(p.Spec.Tolerations, v1.Toleration{Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute})
 	return hash
+}
+
+// StaticPods decodes a manifest (one or more documents) into defaulted,
+// validated static pods of source; documents of other kinds are logged
+// and skipped. One invalid pod fails the whole manifest.
+func StaticPods(data []byte, nodeName, source string, log *zap.Logger) ([]*v1.Pod, error) {
+	docs, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	var pods []*v1.Pod
+	for _, doc := range docs {
+		if doc.Pod == nil {
+			log.Info("ignoring a document that is not a Pod", zap.Int("document", doc.Index), zap.String("kind", doc.Kind))
+			continue
+		}
+		if doc.Warning != "" {
+			log.Warn("manifest has fields this agent does not know; they are ignored",
+				zap.Int("document", doc.Index), zap.String("detail", doc.Warning))
+		}
+		p := doc.Pod
+		DefaultStatic(p, nodeName, source)
+		if errs := Validate(p); len(errs) > 0 {
+			return nil, fmt.Errorf("document %d (pod %q): %w", doc.Index, p.Name, errs.ToAggregate())
+		}
+		pods = append(pods, p)
+	}
+	return pods, nil
 }
 
 // applyAPIDefaults sets the core/v1 defaults a pod read from a file lacks
