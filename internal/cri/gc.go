@@ -39,7 +39,7 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		}
 		removed[c.ID] = true
 		if st.Name != "" {
-			logFile := filepath.Join(r.cfg.PodLogsDir, st.Namespace+"_"+st.Name+"_"+string(st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
+			logFile := filepath.Join(r.podLogDir(st.Namespace, st.Name, st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
 			if err := os.Remove(logFile); err != nil && !os.IsNotExist(err) {
 				log.Warn("remove log of collected container", zap.String("file", logFile), zap.Error(err))
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 )
 
 // stopPod stops every running container at once, each with the grace
-// period, then stops every ready sandbox (which tears down its network).
+// period, then stops every sandbox (which tears down its network).
 // p may be nil (an orphan); it is only used for events.
 func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
 	var (
@@ -59,8 +58,14 @@ func (r *Runtime) stopSandbox(ctx context.Context, id string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	_, err := r.c.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	return notFoundOK(err, "stop pod sandbox", id)
+}
+
+// notFoundOK translates a CRI error, treating NotFound as done: stopping
+// or removing what is already gone succeeds.
+func notFoundOK(err error, what, id string) error {
 	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("stop pod sandbox %s: %w", id, err)
+		return fmt.Errorf("%s %s: %w", what, id, err)
 	}
 	return nil
 }
@@ -75,10 +80,7 @@ func (r *Runtime) stopContainer(ctx context.Context, id string, grace int64) err
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second+r.cfg.CallTimeout)
 	defer cancel()
 	_, err := r.c.StopContainer(cctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: grace})
-	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("stop container %s: %w", id, err)
-	}
-	return nil
+	return notFoundOK(err, "stop container", id)
 }
 
 // KillPod ends a pod for good: containers stopped with the grace period
@@ -98,19 +100,23 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	if err := r.stopPod(ctx, p, st, grace, log); err != nil {
 		return err
 	}
+	removed := map[string]bool{}
 	for _, sb := range st.Sandboxes {
 		if err := r.removeSandbox(ctx, sb.ID); err != nil {
 			return err
 		}
+		removed[sb.ID] = true
 	}
 	for _, c := range st.Containers {
+		if removed[c.SandboxID] {
+			continue // RemovePodSandbox removed it
+		}
 		if err := r.RemoveContainer(ctx, c.ID); err != nil {
 			return err
 		}
 	}
 	if st.Name != "" && st.Namespace != "" {
-		dir := filepath.Join(r.cfg.PodLogsDir, st.Namespace+"_"+st.Name+"_"+string(st.UID))
-		if err := os.RemoveAll(dir); err != nil {
+		if err := os.RemoveAll(r.podLogDir(st.Namespace, st.Name, st.UID)); err != nil {
 			return fmt.Errorf("remove pod log directory: %w", err)
 		}
 	}
@@ -125,10 +131,7 @@ func (r *Runtime) removeSandbox(ctx context.Context, id string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	_, err := r.c.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
-	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("remove pod sandbox %s: %w", id, err)
-	}
-	return nil
+	return notFoundOK(err, "remove pod sandbox", id)
 }
 
 // RemoveContainer removes one container; NotFound is success.
@@ -136,8 +139,5 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	_, err := r.c.RemoveContainer(cctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-	if err := translate(err); err != nil && !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("remove container %s: %w", id, err)
-	}
-	return nil
+	return notFoundOK(err, "remove container", id)
 }

@@ -108,14 +108,25 @@ func (r *Runtime) InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatu
 		// Not cached as "no IP": the relist inspects the pod again.
 		return nil, fmt.Errorf("inspect pod sandbox %s: %w", sb.ID, translate(err))
 	}
-	if err == nil && resp.Status != nil && resp.Status.Network != nil {
-		sb.IP = resp.Status.Network.Ip
-		sb.IPs = []string{sb.IP}
-		for _, ip := range resp.Status.Network.AdditionalIps {
-			sb.IPs = append(sb.IPs, ip.Ip)
+	if err == nil {
+		sb.IPs = sandboxIPs(resp.Status)
+		if len(sb.IPs) > 0 {
+			sb.IP = sb.IPs[0]
 		}
 	}
 	return st, nil
+}
+
+// sandboxIPs is a sandbox's primary IP then its additional ones.
+func sandboxIPs(s *runtimeapi.PodSandboxStatus) []string {
+	if s == nil || s.Network == nil || s.Network.Ip == "" {
+		return nil
+	}
+	ips := []string{s.Network.Ip}
+	for _, ip := range s.Network.AdditionalIps {
+		ips = append(ips, ip.Ip)
+	}
+	return ips
 }
 
 func sortStatus(st *pod.RuntimeStatus) {

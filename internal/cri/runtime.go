@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/backoff"
@@ -81,8 +82,11 @@ func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 // PodLogDir is where a pod's container logs live.
-func (r *Runtime) PodLogDir(p *v1.Pod) string {
-	return filepath.Join(r.cfg.PodLogsDir, p.Namespace+"_"+p.Name+"_"+string(p.UID))
+func (r *Runtime) PodLogDir(p *v1.Pod) string { return r.podLogDir(p.Namespace, p.Name, p.UID) }
+
+// podLogDir is <PodLogsDir>/<ns>_<name>_<uid>, the kubelet's layout.
+func (r *Runtime) podLogDir(namespace, name string, uid types.UID) string {
+	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+string(uid))
 }
 
 // PodDir is a pod's directory under RootDir.

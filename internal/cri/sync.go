@@ -140,10 +140,13 @@ func (r *Runtime) sandboxIP(ctx context.Context, id string) string {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
-	if err != nil || resp.Status == nil || resp.Status.Network == nil {
+	if err != nil {
 		return ""
 	}
-	return resp.Status.Network.Ip
+	if ips := sandboxIPs(resp.Status); len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
 }
 
 // gracePeriod is the pod's termination grace period in seconds; for a

@@ -166,11 +166,10 @@ func (g *Generic) Relist(ctx context.Context) error {
 	if dropped > 0 {
 		g.log.Warn("event channel full; events dropped, the periodic resync recovers", zap.Int("dropped", dropped))
 	}
-	n := len(events)
 	if g.onRelist != nil {
 		g.onRelist(g.clock.Since(start))
 	}
-	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", n), zap.Duration("took", g.clock.Since(start)))
+	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", len(events)), zap.Duration("took", g.clock.Since(start)))
 	return nil
 }
 
@@ -186,9 +185,12 @@ func (g *Generic) inspect(ctx context.Context, uids []pod.UID, listed map[pod.UI
 		go func(uid pod.UID) {
 			defer func() { <-sem; wg.Done() }()
 			g.mu.Lock()
-			prev := g.cache[uid].status
+			prev := g.cache[uid]
 			g.mu.Unlock()
-			st, err := g.lister.InspectPod(ctx, listed[uid], prev)
+			if prev.err != nil {
+				prev.status = nil // a list-level fallback: nothing to reuse
+			}
+			st, err := g.lister.InspectPod(ctx, listed[uid], prev.status)
 			if err != nil {
 				g.log.Warn("inspect pod failed; retried at the next relist", zap.String("uid", string(uid)), zap.Error(err))
 				st = listed[uid] // list-level view: enough to kill the pod

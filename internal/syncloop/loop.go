@@ -262,11 +262,8 @@ func (l *Loop) killSameName(p *v1.Pod) {
 		if _, wanted := l.pods[uid]; wanted {
 			continue
 		}
-		l.mu.Lock()
-		done, wasDone := l.finished[uid]
-		l.mu.Unlock()
-		if wasDone && !taken.After(done) {
-			continue // killed since the snapshot was taken
+		if l.killedSince(uid, taken) {
+			continue
 		}
 		l.log.Info("stopping the previous pod of this name first", zap.String("pod", pod.FullName(p)),
 			zap.String("uid", string(uid)), zap.String("replacement", string(p.UID)))
@@ -352,8 +349,8 @@ func (l *Loop) HandleCleanups() {
 	if !l.cfg.SourcesReady() {
 		return
 	}
-	defer l.housekeeping()
 	snap, taken := l.cfg.PLEG.Snapshot()
+	defer l.housekeeping(snap)
 	l.mu.Lock()
 	for uid, t := range l.finished {
 		if l.clock.Since(t) > time.Minute {
@@ -367,9 +364,8 @@ func (l *Loop) HandleCleanups() {
 		}
 		l.mu.Lock()
 		_, busy := l.workers[uid]
-		done, wasDone := l.finished[uid]
 		l.mu.Unlock()
-		if busy || (wasDone && !taken.After(done)) {
+		if busy || l.killedSince(uid, taken) {
 			continue
 		}
 		l.log.Info("killing orphaned pod", zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(uid)))
@@ -377,11 +373,19 @@ func (l *Loop) HandleCleanups() {
 	}
 }
 
-func (l *Loop) housekeeping() {
+// killedSince reports whether uid's kill completed at or after a
+// snapshot taken at taken: the snapshot still shows a pod that is gone.
+func (l *Loop) killedSince(uid pod.UID, taken time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	done, ok := l.finished[uid]
+	return ok && !taken.After(done)
+}
+
+func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
 	if l.cfg.Housekeeping == nil {
 		return
 	}
-	snap, _ := l.cfg.PLEG.Snapshot()
 	active := make(map[pod.UID]bool, len(l.pods)+len(snap))
 	for uid := range l.pods {
 		active[uid] = true
