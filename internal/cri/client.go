@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -44,6 +45,10 @@ type Client interface {
 	PullImage(ctx context.Context, in *runtimeapi.PullImageRequest, opts ...grpc.CallOption) (*runtimeapi.PullImageResponse, error)
 }
 
+// reconnectMaxDelay bounds the wait between two attempts to reach a
+// runtime that went away.
+const reconnectMaxDelay = 2 * time.Second
+
 // Conn is a connection to a CRI runtime; it implements Client.
 type Conn struct {
 	runtimeapi.RuntimeServiceClient
@@ -63,6 +68,18 @@ func Dial(endpoint string) (*Conn, error) {
 	}
 	cc, err := grpc.NewClient(target,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// gRPC's default reconnect backoff grows to 120 s: a runtime that
+		// comes back after an outage would go unnoticed for minutes. A
+		// local socket is cheap to retry; cap the wait at 2 s.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: grpcbackoff.Config{
+				BaseDelay:  100 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   reconnectMaxDelay,
+			},
+			MinConnectTimeout: 2 * time.Second,
+		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)

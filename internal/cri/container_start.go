@@ -41,7 +41,7 @@ func (r *Runtime) containerConfig(p *v1.Pod, c *v1.Container, restartCount int, 
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.mountsFor(p, c)
+	mounts, err := r.mountsFor(p, c, env)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,12 @@ func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecur
 // startContainer pulls the image, creates and starts one container. The
 // restart count is one more than the newest earlier instance's, so it
 // survives an agent restart through the container annotation.
-func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger) error {
+//
+// A container created but not started is removed again (in a fresh,
+// bounded context, so a canceled sync still rolls back), as containerd's
+// CRI plugin undoes each step it took: no half-made container outlives
+// the failure.
+func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger) (retErr error) {
 	imageRef, err := r.ensureImage(ctx, p, c, sandbox)
 	if err != nil {
 		return err
@@ -177,6 +182,16 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		return &startError{ReasonCreateContainerError, fmt.Errorf("create container: %w", translate(err))}
 	}
 	log = log.With(zap.String("containerID", created.ContainerId))
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CallTimeout)
+		defer cancel()
+		if err := r.RemoveContainer(rctx, created.ContainerId); err != nil {
+			log.Warn("remove container that failed to start; housekeeping retries", zap.Error(err))
+		}
+	}()
 	r.event(p, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
 	if _, err := r.c.StartContainer(cctx, &runtimeapi.StartContainerRequest{ContainerId: created.ContainerId}); err != nil {
 		return &startError{ReasonRunContainerError, fmt.Errorf("start container: %w", translate(err))}

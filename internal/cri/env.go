@@ -111,14 +111,20 @@ func expandAll(in []string, env []string) []string {
 	if len(in) == 0 {
 		return nil
 	}
-	vals := make(map[string]string, len(env))
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		vals[k] = v
-	}
+	vals := envMap(env)
 	out := make([]string, len(in))
 	for i, s := range in {
 		out[i] = expand(s, vals)
 	}
 	return out
+}
+
+// envMap indexes a resolved environment ("K=V" entries) by name.
+func envMap(env []string) map[string]string {
+	vals := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vals[k] = v
+	}
+	return vals
 }

@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // collectGarbage removes what a live pod no longer needs: exited
@@ -96,7 +97,7 @@ func (r *Runtime) CleanupDirs(active map[pod.UID]bool) {
 }
 
 func (r *Runtime) removeDir(dir string) {
-	if err := os.RemoveAll(dir); err != nil {
+	if err := volume.RemoveAll(dir); err != nil {
 		r.log.Warn("remove directory of a gone pod", zap.String("dir", dir), zap.Error(err))
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // stopPod stops every running container at once, each with the grace
@@ -120,7 +121,7 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 			return fmt.Errorf("remove pod log directory: %w", err)
 		}
 	}
-	if err := os.RemoveAll(r.PodDir(string(st.UID))); err != nil {
+	if err := volume.RemoveAll(r.PodDir(string(st.UID))); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
 	}
 	log.Info("pod killed and removed", zap.Int("sandboxes", len(st.Sandboxes)), zap.Int("containers", len(st.Containers)))

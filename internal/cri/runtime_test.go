@@ -610,6 +610,7 @@ func TestSyncPodStartErrors(t *testing.T) {
 		wantReason string
 	}{
 		{name: "create fails", method: "CreateContainer", wantReason: cri.ReasonCreateContainerError},
+		// The created container is rolled back (removed).
 		{name: "start fails", method: "StartContainer", wantReason: cri.ReasonRunContainerError},
 	}
 	for _, tt := range tests {
@@ -622,6 +623,9 @@ func TestSyncPodStartErrors(t *testing.T) {
 			}
 			if res.Err == nil || res.RetryAfter != 10*time.Second {
 				t.Errorf("Err/RetryAfter = %v/%v, want an error and 10s", res.Err, res.RetryAfter)
+			}
+			if left := h.fake.Containers(); len(left) != 0 {
+				t.Errorf("containers left after a failed start: %+v, want none", left)
 			}
 		})
 	}

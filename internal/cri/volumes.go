@@ -2,25 +2,29 @@ package cri
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // mountsFor prepares the pod's volumes a container mounts and returns the
 // CRI mounts. emptyDir lives under the pod directory; hostPath honours its
-// type (DirectoryOrCreate and FileOrCreate create, Directory and File must
-// exist). Other volume kinds need an API server or a plugin and are a
-// CreateContainerConfigError.
-func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, error) {
+// type. A subPath (or a subPathExpr expanded with the container's env) is
+// resolved beneath its volume without following a symlink out of it and
+// bind-mounted under the pod directory (package volume); the runtime gets
+// that bind mount, never the joined path. Other volume kinds need an API
+// server or a plugin and are a CreateContainerConfigError.
+func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container, env []string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range p.Spec.Volumes {
 		vols[p.Spec.Volumes[i].Name] = &p.Spec.Volumes[i]
 	}
 	var mounts []*runtimeapi.Mount
-	for _, m := range c.VolumeMounts {
+	for i, m := range c.VolumeMounts {
 		v := vols[m.Name]
 		if v == nil {
 			return nil, fmt.Errorf("volume %q not found", m.Name)
@@ -29,11 +33,16 @@ func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, er
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", m.Name, err)
 		}
-		if m.SubPath != "" {
-			host = filepath.Join(host, m.SubPath)
-			if err := os.MkdirAll(host, 0o755); err != nil {
-				return nil, fmt.Errorf("volume %q subPath: %w", m.Name, err)
+		sub := m.SubPath
+		if m.SubPathExpr != "" {
+			sub = expand(m.SubPathExpr, envMap(env))
+		}
+		if sub != "" {
+			target := filepath.Join(r.PodDir(string(p.UID)), "volume-subpaths", m.Name, c.Name, strconv.Itoa(i))
+			if err := volume.BindSubPath(host, sub, target); err != nil {
+				return nil, fmt.Errorf("volume %q: %w", m.Name, err)
 			}
+			host = target
 		}
 		mounts = append(mounts, &runtimeapi.Mount{
 			ContainerPath: m.MountPath,
@@ -47,44 +56,9 @@ func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container) ([]*runtimeapi.Mount, er
 func (r *Runtime) volumePath(p *v1.Pod, v *v1.Volume) (string, error) {
 	switch {
 	case v.EmptyDir != nil:
-		dir := filepath.Join(r.PodDir(string(p.UID)), "volumes", "kubernetes.io~empty-dir", v.Name)
-		return dir, os.MkdirAll(dir, 0o777)
+		return volume.EmptyDir(r.PodDir(string(p.UID)), v.Name)
 	case v.HostPath != nil:
-		return v.HostPath.Path, checkHostPath(v.HostPath)
+		return v.HostPath.Path, volume.CheckHostPath(v.HostPath)
 	}
 	return "", fmt.Errorf("volume type not supported without an API server (only emptyDir and hostPath)")
-}
-
-func checkHostPath(h *v1.HostPathVolumeSource) error {
-	t := v1.HostPathUnset
-	if h.Type != nil {
-		t = *h.Type
-	}
-	info, err := os.Stat(h.Path)
-	switch t {
-	case v1.HostPathDirectoryOrCreate:
-		if os.IsNotExist(err) {
-			return os.MkdirAll(h.Path, 0o755)
-		}
-	case v1.HostPathFileOrCreate:
-		if os.IsNotExist(err) {
-			if err := os.MkdirAll(filepath.Dir(h.Path), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(h.Path, os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
-		}
-	case v1.HostPathDirectory:
-		if err != nil || !info.IsDir() {
-			return fmt.Errorf("hostPath type check failed: %s is not a directory", h.Path)
-		}
-	case v1.HostPathFile:
-		if err != nil || !info.Mode().IsRegular() {
-			return fmt.Errorf("hostPath type check failed: %s is not a file", h.Path)
-		}
-	}
-	return nil
 }

@@ -1,0 +1,166 @@
+//go:build integration
+
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/status"
+	"github.com/nodeagent/nodeagent/internal/volume"
+)
+
+// The subPath container escape: an init container plants symlinks out of
+// an emptyDir (absolute to /, relative up the tree); containers mounting
+// them by subPath must never get the host. They are refused with
+// CreateContainerConfigError, and nothing is written on the host.
+func TestSubPathSymlinkEscape(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	marker := "nodeagent-escape-" + a.node
+	hostFile := filepath.Join("/tmp", marker)
+	t.Cleanup(func() { os.Remove(hostFile) })
+	a.write("evil.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: evil}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - {name: vol, emptyDir: {}}
+  initContainers:
+  - name: plant
+    image: `+busybox+`
+    command: ["sh", "-c", "ln -s / /vol/abs && ln -s ../../../../../../../../.. /vol/rel && mkdir /vol/d && ln -s ../../../../../../../../../tmp /vol/d/up"]
+    volumeMounts: [{name: vol, mountPath: /vol}]
+  containers:
+  - name: abs
+    image: `+busybox+`
+    command: ["sh", "-c", "touch /host/tmp/`+marker+`"]
+    volumeMounts: [{name: vol, mountPath: /host, subPath: abs}]
+  - name: rel
+    image: `+busybox+`
+    command: ["sh", "-c", "touch /host/tmp/`+marker+`"]
+    volumeMounts: [{name: vol, mountPath: /host, subPath: rel}]
+  - name: nested
+    image: `+busybox+`
+    command: ["sh", "-c", "touch /host/`+marker+`"]
+    volumeMounts: [{name: vol, mountPath: /host, subPath: d/up}]
+`)
+	eventually(t, 60*time.Second, "every app container refused CreateContainerConfigError", func() bool {
+		p := a.status("evil")
+		if p == nil || len(p.Status.ContainerStatuses) != 3 {
+			return false
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			w := cs.State.Waiting
+			if w == nil || w.Reason != "CreateContainerConfigError" || !strings.Contains(w.Message, "outside the volume") {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := os.Stat(hostFile); err == nil {
+		t.Fatalf("a container wrote %s on the host", hostFile)
+	}
+	for _, name := range []string{"abs", "rel", "nested"} {
+		if cs := a.containers("evil", name); len(cs) != 0 {
+			t.Fatalf("container %s was created: %v", name, cs)
+		}
+	}
+}
+
+// A subPath with ".." is refused by validation, with the field path, and
+// nothing is created on the host.
+func TestSubPathDotDotRefused(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	hostDir := filepath.Join("/tmp", "nodeagent-dotdot-"+a.node)
+	t.Cleanup(func() { os.RemoveAll(hostDir) })
+	a.write("dotdot.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: dotdot}
+spec:
+  volumes:
+  - {name: vol, emptyDir: {}}
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: ["sleep", "1000"]
+    volumeMounts: [{name: vol, mountPath: /x, subPath: "../../../../../../../../..`+hostDir+`"}]
+`)
+	eventually(t, 30*time.Second, "the problem published with its field path", func() bool {
+		probs, _ := status.ReadSourceProblems(filepath.Join(a.root, "status"))
+		return strings.Contains(probs["file"]["dotdot.yaml"], "spec.containers[0].volumeMounts[0].subPath")
+	})
+	if len(a.sandboxes("dotdot")) != 0 {
+		t.Fatal("the pod was started")
+	}
+	if _, err := os.Stat(hostDir); err == nil {
+		t.Fatalf("%s was created on the host", hostDir)
+	}
+}
+
+// Legitimate subPaths work: a directory and a file inside the volume, one
+// reached through a symlink that stays inside; the bind mounts go with the
+// pod.
+func TestSubPathLegitimate(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	a.write("ok.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: subok}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - {name: vol, emptyDir: {}}
+  initContainers:
+  - name: prep
+    image: `+busybox+`
+    command: ["sh", "-c", "mkdir -p /vol/data/dir && echo hello > /vol/data/file && ln -s data/dir /vol/link"]
+    volumeMounts: [{name: vol, mountPath: /vol}]
+  containers:
+  - name: check
+    image: `+busybox+`
+    command: ["sh", "-c", "test \"$(cat /f)\" = hello && test -d /d/dir && echo via-link > /l/x && test \"$(cat /d/dir/x)\" = via-link && test -d /fresh"]
+    volumeMounts:
+    - {name: vol, mountPath: /d, subPath: data}
+    - {name: vol, mountPath: /f, subPath: data/file}
+    - {name: vol, mountPath: /l, subPath: link}
+    - {name: vol, mountPath: /fresh, subPath: not/yet/there}
+`)
+	eventually(t, 60*time.Second, "check completed", func() bool {
+		p := a.status("subok")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 {
+			return false
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		if term != nil && term.ExitCode != 0 {
+			t.Fatalf("check failed: exit %d (%s)", term.ExitCode, term.Reason)
+		}
+		return term != nil && p.Status.Phase == v1.PodSucceeded
+	})
+	mounts, err := volume.MountsUnder(a.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mounts) != 4 {
+		t.Errorf("subPath bind mounts under the root dir: %v, want 4", mounts)
+	}
+	a.remove("ok.yaml")
+	eventually(t, 30*time.Second, "pod gone", func() bool { return len(a.sandboxes("subok")) == 0 })
+	eventually(t, 10*time.Second, "its bind mounts and directory gone", func() bool {
+		mounts, _ := volume.MountsUnder(a.root)
+		entries, _ := os.ReadDir(filepath.Join(a.root, "pods"))
+		return len(mounts) == 0 && len(entries) == 0
+	})
+}
