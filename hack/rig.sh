@@ -5,6 +5,9 @@
 #   hack/rig.sh up       start (idempotent); prints `export` lines on stdout
 #   hack/rig.sh env      print the `export` lines (works whether up or not)
 #   hack/rig.sh status   show what is running
+#   hack/rig.sh kill-containerd / start-containerd
+#                        SIGKILL containerd as a crash would, and start it
+#                        again on the same state (runtime-outage tests)
 #   hack/rig.sh down [--purge]
 #                        stop everything `up` started; --purge also deletes
 #                        the rig dir (registry storage, built images, logs)
@@ -438,8 +441,9 @@ start_containerd() {
 		log "containerd already running (pid $pid)"
 	else
 		# Whatever a dead containerd left behind (crash, reboot): clean it so
-		# every start is fresh (empty content store, no stale sandboxes).
-		cleanup_containerd_leftovers
+		# every start is fresh (empty content store, no stale sandboxes) —
+		# unless this is a restart that must find its containers again.
+		[ "${1:-}" = keep ] || cleanup_containerd_leftovers
 		mkdir -p "$CTRD_ROOT" "$CTRD_STATE" "$RIG/tmp" "$RIG/opt"
 		[ "${#SHIM_SOCK_DIR}" -le 42 ] && mkdir -p "$SHIM_SOCK_DIR" && chmod 0711 "$SHIM_SOCK_DIR"
 		write_hosts_toml
@@ -734,13 +738,33 @@ cmd_status() {
 	return $rc
 }
 
+# kill-containerd: SIGKILL the rig's containerd, leaving its shims,
+# containers, state and network as a crash would. start-containerd: start
+# it again on that state (a restart after a crash). Both for tests of
+# runtime outages.
+cmd_kill_containerd() {
+	local pid i
+	pid="$(containerd_pid)" || die "containerd is not running"
+	kill -KILL "$pid"
+	for ((i = 0; i < 100; i++)); do
+		[ -s "/proc/$pid/cmdline" ] || { log "containerd (pid $pid) killed"; return 0; }
+		sleep 0.1
+	done
+	die "containerd (pid $pid) survived SIGKILL"
+}
+
 case "${1:-}" in
 up) cmd_up ;;
+kill-containerd) cmd_kill_containerd ;;
+start-containerd)
+	VARIANT="$(cat "$RIG/variant" 2>/dev/null || echo "$VARIANT")"
+	start_containerd keep
+	;;
 down) shift; cmd_down "$@" ;;
 env) env_lines ;;
 status) cmd_status ;;
 *)
-	echo "usage: $0 up|down [--purge]|env|status" >&2
+	echo "usage: $0 up|down [--purge]|env|status|kill-containerd|start-containerd" >&2
 	exit 2
 	;;
 esac

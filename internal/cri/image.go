@@ -19,6 +19,10 @@ const (
 	ReasonInvalidImageName  = "InvalidImageName"
 )
 
+// backOffReportAfter is how long ErrImagePull shows before the status
+// turns to ImagePullBackOff.
+const backOffReportAfter = time.Second
+
 // imageError carries a waiting reason.
 type imageError struct {
 	reason string
@@ -77,7 +81,10 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		err = translate(err)
 		log.Warn("pull image failed; backing off", zap.Duration("backoff", delay), zap.Error(err))
 		r.event(p, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
-		return "", &imageError{ReasonErrImagePull, fmt.Sprintf("pull image %q: %v", c.Image, err), delay}
+		// Come back soon to report the backoff (ImagePullBackOff) for the
+		// rest of the delay, as the kubelet shows it; the pull itself
+		// waits for the whole delay.
+		return "", &imageError{ReasonErrImagePull, fmt.Sprintf("pull image %q: %v", c.Image, err), min(delay, backOffReportAfter)}
 	}
 	r.cfg.ImagePull.Reset(key)
 	log.Info("pulled image", zap.String("imageRef", resp.ImageRef))

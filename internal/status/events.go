@@ -66,12 +66,12 @@ func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
 }
 
 func (m *Manager) eventsPath(p *v1.Pod) string {
-	return filepath.Join(m.dir, p.Namespace+"_"+p.Name+".events.json")
+	return filepath.Join(m.dir, fileBase(p)+".events.json")
 }
 
 // ReadEvents reads a pod's events from dir, oldest first.
 func ReadEvents(dir string, p *v1.Pod) ([]v1.Event, error) {
-	b, err := os.ReadFile(filepath.Join(dir, p.Namespace+"_"+p.Name+".events.json"))
+	b, err := os.ReadFile(filepath.Join(dir, fileBase(p)+".events.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -2,6 +2,8 @@ package status
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +41,22 @@ type Manager struct {
 	last     map[pod.UID]v1.PodStatus
 	events   map[pod.UID][]v1.Event
 	problems map[string]map[string]string
+	// pods is the newest spec published per UID, so that a status can be
+	// rewritten without a sync (terminating, runtime unreachable).
+	pods map[pod.UID]*v1.Pod
+	// terminating holds when each pod's termination began, with its grace
+	// period: published as metadata.deletionTimestamp, which is what makes
+	// kubectl (and `nodeagent pods`) show Terminating.
+	terminating map[pod.UID]deletion
+	// unreachable is the runtime's health error while it cannot be
+	// reached (nil otherwise); every pod is then published as Unknown.
+	unreachable error
+	since       metav1.Time
+}
+
+type deletion struct {
+	at    metav1.Time
+	grace int64
 }
 
 // NewManager creates dir if needed and forgets what an earlier run
@@ -57,7 +75,131 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 		}
 	}
 	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
-		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{}}, nil
+		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{},
+		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}}, nil
+}
+
+// Admitted publishes a pod the moment the loop admits it, before any
+// runtime work: Pending with its containers waiting (ContainerCreating or
+// PodInitializing), or, for a pod adopted from an earlier run, what the
+// runtime's list-level view st shows. Its startTime is set now (or to the
+// first sandbox's creation when one exists).
+func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
+	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName))
+}
+
+// Terminating marks a pod whose removal began: it is published with a
+// deletionTimestamp and the grace period, so it shows Terminating until
+// it is gone.
+func (m *Manager) Terminating(p *v1.Pod, gracePeriod int64) {
+	m.mu.Lock()
+	if _, ok := m.terminating[p.UID]; ok {
+		m.mu.Unlock()
+		return
+	}
+	m.terminating[p.UID] = deletion{at: metav1.NewTime(m.clock.Now()), grace: gracePeriod}
+	s, had := m.last[p.UID]
+	m.mu.Unlock()
+	if had {
+		m.write(p, s)
+	}
+}
+
+// RuntimeHealth reports the runtime's (or the PLEG's) health as the loop
+// sees it. While err is non-nil every published pod shows phase Unknown,
+// reason RuntimeUnreachable, not ready and without a pod IP — what the
+// agent last saw can no longer be vouched for — and the node's state is
+// published for `nodeagent pods`. nil restores the last computed statuses
+// until the next syncs replace them.
+func (m *Manager) RuntimeHealth(err error) {
+	m.mu.Lock()
+	was := m.unreachable
+	m.unreachable = err
+	if err != nil && was == nil {
+		m.since = metav1.NewTime(m.clock.Now())
+	}
+	pods := make([]*v1.Pod, 0, len(m.pods))
+	for _, p := range m.pods {
+		pods = append(pods, p)
+	}
+	changed := (was == nil) != (err == nil)
+	var nodeErr error
+	if err != nil {
+		nodeErr = writeJSON(filepath.Join(m.dir, nodeFile), NodeState{
+			RuntimeReachable: false, Since: m.since, Message: err.Error(),
+		})
+	} else if was != nil {
+		if nodeErr = os.Remove(filepath.Join(m.dir, nodeFile)); errors.Is(nodeErr, os.ErrNotExist) {
+			nodeErr = nil
+		}
+	}
+	m.mu.Unlock()
+	if nodeErr != nil {
+		m.log.Warn("write node state", zap.Error(nodeErr))
+	}
+	if !changed {
+		return
+	}
+	for _, p := range pods {
+		m.mu.Lock()
+		s, ok := m.last[p.UID]
+		m.mu.Unlock()
+		if ok {
+			m.write(p, s)
+		}
+	}
+}
+
+// nodeFile holds the node's state while something is wrong with it.
+const nodeFile = "_node.json"
+
+// NodeState is what `nodeagent pods` shows about the node itself.
+type NodeState struct {
+	RuntimeReachable bool        `json:"runtimeReachable"`
+	Since            metav1.Time `json:"since"`
+	Message          string      `json:"message"`
+}
+
+// ReadNodeState reads the node state published in dir; nil when all is
+// well.
+func ReadNodeState(dir string) (*NodeState, error) {
+	b, err := os.ReadFile(filepath.Join(dir, nodeFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &NodeState{}
+	return st, json.Unmarshal(b, st)
+}
+
+func writeJSON(path string, v any) error {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, body)
+}
+
+// unknown is the status shown while the runtime is unreachable.
+func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
+	out := *s.DeepCopy()
+	out.Message = fmt.Sprintf("container runtime unreachable since %s (last known phase %s): %v",
+		since.UTC().Format("2006-01-02T15:04:05Z"), s.Phase, err)
+	out.Phase = v1.PodUnknown
+	out.Reason = "RuntimeUnreachable"
+	out.PodIP, out.PodIPs = "", nil
+	for i := range out.Conditions {
+		c := &out.Conditions[i]
+		if c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status, c.Reason, c.LastTransitionTime = v1.ConditionUnknown, "RuntimeUnreachable", since
+		}
+	}
+	for i := range out.ContainerStatuses {
+		out.ContainerStatuses[i].Ready = false
+	}
+	return out
 }
 
 // Synced computes and publishes the status after a sync.
@@ -78,6 +220,8 @@ func (m *Manager) Removed(p *v1.Pod) {
 	defer m.mu.Unlock()
 	delete(m.last, p.UID)
 	delete(m.events, p.UID)
+	delete(m.pods, p.UID)
+	delete(m.terminating, p.UID)
 	if m.owner[m.path(p)] != p.UID {
 		return // another pod of the same name owns the files now
 	}
@@ -91,7 +235,24 @@ func (m *Manager) Removed(p *v1.Pod) {
 }
 
 func (m *Manager) path(p *v1.Pod) string {
-	return filepath.Join(m.dir, p.Namespace+"_"+p.Name+".json")
+	return filepath.Join(m.dir, fileBase(p)+".json")
+}
+
+// maxBase keeps <base>.events.json within the 255 bytes a file name may
+// have.
+const maxBase = 255 - len(".events.json")
+
+// fileBase is <namespace>_<name>; a name too long for a file name (pod
+// names may have 253 characters) is cut and made unique with a hash of the
+// whole, so that such a pod is published like any other.
+func fileBase(p *v1.Pod) string {
+	base := p.Namespace + "_" + p.Name
+	if len(base) <= maxBase {
+		return base
+	}
+	sum := sha256.Sum256([]byte(base))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	return base[:maxBase-len(suffix)] + suffix
 }
 
 func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
@@ -117,8 +278,9 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 			}
 		}
 	}
-	changed := !had || !statusEqual(prev, s) || m.owner[m.path(p)] != p.UID
+	changed := !had || !statusEqual(prev, s) || m.owner[m.path(p)] != p.UID || m.pods[p.UID] != p
 	m.last[p.UID] = s
+	m.pods[p.UID] = p
 	m.owner[m.path(p)] = p.UID
 	m.mu.Unlock()
 	if !changed {
@@ -128,8 +290,29 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 		m.log.Info("pod phase", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 			zap.String("phase", string(s.Phase)), zap.String("reason", s.Reason))
 	}
+	m.write(p, s)
+}
+
+// write publishes p with status s, marked as terminating or unknown when
+// it is.
+func (m *Manager) write(p *v1.Pod, s v1.PodStatus) {
+	m.mu.Lock()
+	del, terminating := m.terminating[p.UID]
+	down, since := m.unreachable, m.since
+	owned := m.owner[m.path(p)] == p.UID
+	m.mu.Unlock()
+	if !owned {
+		return
+	}
 	out := p.DeepCopy()
 	out.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	if terminating {
+		out.DeletionTimestamp = &del.at
+		out.DeletionGracePeriodSeconds = &del.grace
+	}
+	if down != nil {
+		s = unknown(s, since, down)
+	}
 	out.Status = s
 	body, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
@@ -148,7 +331,7 @@ func statusEqual(a, b v1.PodStatus) bool {
 }
 
 func writeAtomic(path string, body []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*") // short: the final name may be long
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,10 @@
 package status
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,5 +219,105 @@ func TestList(t *testing.T) {
 	}
 	if _, err := List(filepath.Join(dir, "missing")); err == nil {
 		t.Error("List() of a missing directory returned no error")
+	}
+}
+
+// A pod is published on admission, before any sync: Pending, its
+// container ContainerCreating, startTime the admission time, which the
+// first sync (seconds later) keeps.
+func TestManagerAdmittedBeforeFirstSync(t *testing.T) {
+	m, dir, clk := newManager(t)
+	admittedAt := clk.Now()
+	m.Admitted(mgrPodA, nil)
+	got := listOne(t, dir)
+	if got.Status.Phase != v1.PodPending {
+		t.Errorf("phase = %s, want Pending", got.Status.Phase)
+	}
+	if w := got.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "ContainerCreating" {
+		t.Errorf("container state = %+v, want waiting ContainerCreating", got.Status.ContainerStatuses[0].State)
+	}
+	if got.Status.StartTime == nil || !got.Status.StartTime.Time.Equal(admittedAt) {
+		t.Errorf("startTime = %v, want the admission time %v", got.Status.StartTime, admittedAt)
+	}
+	clk.Step(18 * time.Second)
+	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+	got = listOne(t, dir)
+	if got.Status.Phase != v1.PodRunning || !got.Status.StartTime.Time.Equal(admittedAt) {
+		t.Errorf("after the first sync: phase %s, startTime %v; want Running and the admission time", got.Status.Phase, got.Status.StartTime)
+	}
+}
+
+// A pod being removed carries a deletionTimestamp (Terminating) until its
+// status is removed.
+func TestManagerTerminating(t *testing.T) {
+	m, dir, clk := newManager(t)
+	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+	if listOne(t, dir).DeletionTimestamp != nil {
+		t.Fatal("deletionTimestamp set before termination")
+	}
+	clk.Step(time.Second)
+	m.Terminating(mgrPodA, 30)
+	got := listOne(t, dir)
+	if got.DeletionTimestamp == nil || !got.DeletionTimestamp.Time.Equal(clk.Now()) ||
+		got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 30 {
+		t.Fatalf("deletion = %v / %v, want now and 30s", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
+	}
+	// A sync while terminating keeps the mark.
+	m.Synced(mgrPodA, runtimeStatus(sbReady, exited("app", false, 0, "Completed")), pod.SyncResult{})
+	if listOne(t, dir).DeletionTimestamp == nil {
+		t.Error("a later publish lost the deletionTimestamp")
+	}
+	m.Removed(mgrPodA)
+	if pods, _ := List(dir); len(pods) != 0 {
+		t.Errorf("status left after removal: %d pods", len(pods))
+	}
+}
+
+// While the runtime is unreachable every pod shows Unknown without an IP
+// and the node state names the error; health back restores the statuses.
+func TestManagerRuntimeUnreachable(t *testing.T) {
+	m, dir, _ := newManager(t)
+	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+	before := listOne(t, dir)
+	if before.Status.Phase != v1.PodRunning || before.Status.PodIP == "" {
+		t.Fatalf("before: phase %s ip %q, want Running with an IP", before.Status.Phase, before.Status.PodIP)
+	}
+	m.RuntimeHealth(errors.New("connection refused"))
+	got := listOne(t, dir)
+	if got.Status.Phase != v1.PodUnknown || got.Status.Reason != "RuntimeUnreachable" || got.Status.PodIP != "" ||
+		!strings.Contains(got.Status.Message, "connection refused") || !strings.Contains(got.Status.Message, "last known phase Running") {
+		t.Errorf("while unreachable: %+v", got.Status)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.Type == v1.PodReady && c.Status != v1.ConditionUnknown {
+			t.Errorf("Ready = %s, want Unknown", c.Status)
+		}
+	}
+	node, err := ReadNodeState(dir)
+	if err != nil || node == nil || node.RuntimeReachable || !strings.Contains(node.Message, "connection refused") {
+		t.Errorf("node state = %+v, %v; want unreachable with the error", node, err)
+	}
+	m.RuntimeHealth(nil)
+	if got := listOne(t, dir); got.Status.Phase != v1.PodRunning || got.Status.PodIP != before.Status.PodIP {
+		t.Errorf("after recovery: phase %s ip %q, want the last computed status back", got.Status.Phase, got.Status.PodIP)
+	}
+	if node, _ := ReadNodeState(dir); node != nil {
+		t.Errorf("node state after recovery = %+v, want none", node)
+	}
+}
+
+// A pod whose name is too long for a file name is published all the same.
+func TestManagerLongName(t *testing.T) {
+	m, dir, _ := newManager(t)
+	p := mgrPodA.DeepCopy()
+	p.Name = strings.Repeat("a", 240) + "-node1"
+	m.Admitted(p, nil)
+	m.Event(p, v1.EventTypeWarning, "Failed", "boom")
+	if got := listOne(t, dir); got.Name != p.Name {
+		t.Fatalf("published name %q", got.Name)
+	}
+	evs, err := ReadEvents(dir, p)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events = %v, %v; want the one event", evs, err)
 	}
 }

@@ -19,8 +19,12 @@
 // recovers anything lost.
 //
 // When the runtime or the PLEG is unhealthy the loop backs off
-// exponentially (100ms doubling to 5s) and does nothing else until health
-// returns.
+// exponentially (100ms doubling to 2s) and does nothing else until health
+// returns; the status sink hears of both transitions (pods show Unknown
+// meanwhile), and every worker is woken when health returns.
+//
+// Status is reported from the first moment: on admission (Pending, start
+// time), after every sync, on removal (Terminating) and when refused.
 //
 // Concurrency: Run is called once. Workers run concurrently with the loop;
 // the workers map is guarded by a mutex.

@@ -37,8 +37,16 @@ type StatusSink interface {
 	// Synced reports a sync: spec, the runtime status it started from,
 	// and what it achieved.
 	Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult)
+	// Admitted reports a pod the moment it is admitted, before any runtime
+	// work; st is the runtime's list-level view of it (nil when new).
+	Admitted(p *v1.Pod, st *pod.RuntimeStatus)
 	// Refused reports a pod the admit chain refused.
 	Refused(p *v1.Pod, reason, message string)
+	// Terminating reports that a pod's removal began.
+	Terminating(p *v1.Pod, gracePeriod int64)
+	// RuntimeHealth reports a change of the runtime's (or the PLEG's)
+	// health as the loop sees it; nil: healthy again.
+	RuntimeHealth(err error)
 	// Removed forgets a pod.
 	Removed(p *v1.Pod)
 }

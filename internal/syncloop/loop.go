@@ -117,7 +117,10 @@ func New(cfg Config) (*Loop, error) {
 // Backoff bounds for an unhealthy runtime.
 const (
 	minUnhealthyWait = 100 * time.Millisecond
-	maxUnhealthyWait = 5 * time.Second
+	// maxUnhealthyWait is short: the health check only reads the last
+	// probe's result, and pods must be synced soon after the runtime is
+	// back.
+	maxUnhealthyWait = 2 * time.Second
 )
 
 // unhealthyBackoff is the loop's wait while the runtime is unhealthy.
@@ -144,10 +147,19 @@ func (l *Loop) Run(ctx context.Context) {
 	hkT := l.clock.NewTicker(l.cfg.HousekeepingPeriod)
 	defer hkT.Stop()
 	var unhealthy unhealthyBackoff
+	down := false
 	for {
 		if err := l.health(); err != nil {
 			wait := unhealthy.next()
-			l.log.Warn("runtime unhealthy; sync loop backing off", zap.Duration("wait", wait), zap.Error(err))
+			if !down {
+				l.log.Warn("runtime unhealthy; sync loop backing off", zap.Duration("wait", wait), zap.Error(err))
+				if l.status != nil {
+					l.status.RuntimeHealth(err)
+				}
+			} else {
+				l.log.Debug("runtime still unhealthy", zap.Duration("wait", wait), zap.Error(err))
+			}
+			down = true
 			select {
 			case <-ctx.Done():
 				return
@@ -156,6 +168,14 @@ func (l *Loop) Run(ctx context.Context) {
 			continue
 		}
 		unhealthy.reset()
+		if down {
+			down = false
+			l.log.Info("runtime healthy again; syncing every pod")
+			if l.status != nil {
+				l.status.RuntimeHealth(nil)
+			}
+			l.syncAll()
+		}
 		if !l.Iterate(ctx, syncT.C(), hkT.C()) {
 			return
 		}
@@ -224,6 +244,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 	sort.SliceStable(pods, func(i, j int) bool {
 		return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp)
 	})
+	var snap map[pod.UID]*pod.RuntimeStatus
 	for _, p := range pods {
 		if _, ok := l.pods[p.UID]; ok {
 			l.HandlePodUpdates([]*v1.Pod{p})
@@ -243,6 +264,14 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			continue
 		}
 		l.log.Info("pod admitted", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+		if l.status != nil {
+			// Visible at once (Pending / ContainerCreating, startTime now),
+			// not only once its first sync, maybe a long pull, ends.
+			if snap == nil {
+				snap, _ = l.cfg.PLEG.Snapshot()
+			}
+			l.status.Admitted(p, snap[p.UID])
+		}
 		l.pods[p.UID] = p
 		l.killSameName(p)
 		l.dispatch(p.UID, p)
@@ -314,7 +343,24 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 			continue
 		}
 		l.log.Info("pod removed; terminating", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+		if l.status != nil {
+			grace := int64(v1.DefaultTerminationGracePeriodSeconds)
+			if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+				grace = *g
+			}
+			l.status.Terminating(p, grace)
+		}
 		l.terminate(p.UID, p, pod.FullName(p))
+	}
+}
+
+// syncAll wakes every worker (the runtime is back: what it holds may have
+// changed behind the agent's back).
+func (l *Loop) syncAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.workers {
+		w.poke()
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/status"
 )
 
 var (
@@ -28,7 +29,7 @@ var (
 	runs     = flag.Int("runs", 7, "repetitions of the one-pod measurement")
 	bulkRuns = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
 	idle     = flag.Duration("idle", 60*time.Second, "steady-state window")
-	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg")
+	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests")
 
 	conn     *cri.Conn
 	endpoint string
@@ -72,6 +73,65 @@ func main() {
 		plegLatency(ctx, true)
 		plegLatency(ctx, false)
 	}
+	if want("manifests") {
+		manifestBurst(1000)
+	}
+}
+
+// manifestBurst moves n manifest files into the directory at once and
+// reports the agent's CPU until every one is accounted for: n valid pods
+// whose nodeSelector matches no node (refused at admission, so the
+// runtime does no work and what is measured is reading, decoding,
+// validation, the source merge, admission and status publication), then n
+// broken files (each listed as a problem), then two re-list periods with
+// the broken files in place (nothing changed: no parse, no log).
+func manifestBurst(n int) {
+	a := startAgent("benchmanifests", "--file-check-frequency", "5s")
+	defer a.stop()
+	stage := filepath.Join(a.dir, "stage")
+	os.MkdirAll(stage, 0o755)
+	mdir := filepath.Join(a.dir, "manifests")
+	sdir := filepath.Join(a.dir, "root", "status")
+	burst := func(kind string, body func(i int) string, done func() bool) {
+		for i := 0; i < n; i++ {
+			os.WriteFile(filepath.Join(stage, fmt.Sprintf("%s%04d.yaml", kind, i)), []byte(body(i)), 0o644)
+		}
+		c0, _ := procStat(a.cmd.Process.Pid)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("%s%04d.yaml", kind, i)
+			os.Rename(filepath.Join(stage, name), filepath.Join(mdir, name))
+		}
+		for !done() {
+			if time.Since(start) > 2*time.Minute {
+				fail(kind + " manifests: not all accounted for after 2 minutes")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		took := time.Since(start)
+		c1, rss := procStat(a.cmd.Process.Pid)
+		fmt.Printf("%d %s manifest files moved in at once: all handled in %v, agent CPU %.2f s, RSS %.1f MiB\n",
+			n, kind, took.Round(time.Millisecond), (c1 - c0).Seconds(), float64(rss)/1024)
+	}
+	burst("valid", func(i int) string {
+		return strings.Replace(manifest(fmt.Sprintf("m%04d", i)), "spec:\n", "spec:\n  nodeSelector: {bench: nowhere}\n", 1)
+	}, func() bool {
+		entries, _ := os.ReadDir(sdir)
+		return len(entries) >= n // one status file per refused pod (plus _sources.json)
+	})
+	burst("broken", func(i int) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Pod\nmetadata: {name: b%04d}\nspec:\n  containers: [{name: Bad_%d, image: x}]\n", i, i)
+	}, func() bool {
+		probs, _ := status.ReadSourceProblems(sdir)
+		return len(probs["file"]) >= n
+	})
+	info0, _ := os.Stat(a.log)
+	c0, _ := procStat(a.cmd.Process.Pid)
+	time.Sleep(11 * time.Second) // two re-lists of the directory
+	c1, _ := procStat(a.cmd.Process.Pid)
+	info1, _ := os.Stat(a.log)
+	fmt.Printf("%d valid + %d broken files, 2 re-lists without change: agent CPU %.2f s, %d bytes of log\n\n",
+		n, n, (c1 - c0).Seconds(), info1.Size()-info0.Size())
 }
 
 func fail(msg string) {
@@ -146,9 +206,21 @@ spec:
 `, name, image)
 }
 
-func (a *agentProc) write(name string) {
+// manifest2 is a pod of two containers (an app and a sidecar-like
+// second process), the steady-state shape.
+func manifest2(name string) string {
+	return manifest(name) + fmt.Sprintf(`  - name: second
+    image: %s
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"]
+`, image)
+}
+
+func (a *agentProc) write(name string) { a.writeBody(name, manifest(name)) }
+
+func (a *agentProc) writeBody(name, body string) {
 	tmp := filepath.Join(a.dir, "manifests", "."+name)
-	os.WriteFile(tmp, []byte(manifest(name)), 0o644)
+	os.WriteFile(tmp, []byte(body), 0o644)
 	os.Rename(tmp, filepath.Join(a.dir, "manifests", name+".yaml"))
 }
 
@@ -358,7 +430,7 @@ func steady(ctx context.Context) {
 		a := startAgent("benchidle", fmt.Sprintf("--evented-pleg=%v", evented))
 		names := map[string]bool{}
 		for i := 0; i < n; i++ {
-			a.write(fmt.Sprintf("s%d", i))
+			a.writeBody(fmt.Sprintf("s%d", i), manifest2(fmt.Sprintf("s%d", i)))
 			names[fmt.Sprintf("s%d-benchidle", i)] = true
 		}
 		for name := range names {
@@ -368,7 +440,7 @@ func steady(ctx context.Context) {
 		c0, _ := procStat(a.cmd.Process.Pid)
 		time.Sleep(*idle)
 		c1, rss := procStat(a.cmd.Process.Pid)
-		fmt.Printf("steady state, %d pods, %v, %s: CPU %.2f s (%.2f%% of a core), RSS %.1f MiB\n",
+		fmt.Printf("steady state, %d pods × 2 containers, %v, %s: CPU %.2f s (%.2f%% of a core), RSS %.1f MiB\n",
 			n, *idle, mode, (c1 - c0).Seconds(), 100*(c1-c0).Seconds()/idle.Seconds(), float64(rss)/1024)
 		for i := 0; i < n; i++ {
 			a.remove(fmt.Sprintf("s%d", i))
