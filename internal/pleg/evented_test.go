@@ -10,40 +10,44 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
-// scriptedWatcher delivers a number of events, then ends the stream with
-// err; it records how often it was opened.
+// scriptedWatcher is an event stream the test drives: each WatchEvents
+// reports itself on opened, delivers one event per value received on
+// events (reporting each on delivered), and ends with err once events is
+// closed.
 type scriptedWatcher struct {
-	events int
-	err    error
-	opened chan struct{}
-	block  chan struct{}
+	err       error
+	opened    chan struct{}
+	events    chan struct{}
+	delivered chan struct{}
+}
+
+func newScriptedWatcher(err error) *scriptedWatcher {
+	return &scriptedWatcher{err: err, opened: make(chan struct{}, 10), events: make(chan struct{}, 1), delivered: make(chan struct{}, 10)}
 }
 
 func (w *scriptedWatcher) WatchEvents(ctx context.Context, notify func()) error {
 	w.opened <- struct{}{}
-	for i := 0; i < w.events; i++ {
-		notify()
-	}
-	if w.block != nil {
+	for {
 		select {
-		case <-w.block:
+		case _, ok := <-w.events:
+			if !ok {
+				return w.err
+			}
+			notify()
+			w.delivered <- struct{}{}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return w.err
 }
 
 func TestRunEventedUnsupportedFallsBackToRelist(t *testing.T) {
 	g, _ := newGeneric(t, staticLister{}, 10)
-	w := &scriptedWatcher{err: fmt.Errorf("stream: %w", errors.ErrUnsupported), opened: make(chan struct{}, 10)}
+	w := newScriptedWatcher(fmt.Errorf("stream: %w", errors.ErrUnsupported))
+	close(w.events)
 	done := make(chan struct{})
 	go func() { g.RunEvented(context.Background(), w, 30*time.Second); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("RunEvented did not give up on an unsupported stream")
-	}
+	recv(t, done, "RunEvented giving up on an unsupported stream")
 	if len(w.opened) != 1 {
 		t.Fatalf("stream opened %d times, want 1", len(w.opened))
 	}
@@ -54,27 +58,50 @@ func TestRunEventedUnsupportedFallsBackToRelist(t *testing.T) {
 
 func TestRunEventedSlowsRelistWhileStreamUpAndTriggers(t *testing.T) {
 	g, clk := newGeneric(t, staticLister{}, 10)
-	w := &scriptedWatcher{events: 1, opened: make(chan struct{}, 10), block: make(chan struct{}), err: errors.New("broken")}
+	w := newScriptedWatcher(errors.New("broken"))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { g.RunEvented(ctx, w, 30*time.Second); close(done) }()
-	<-w.opened
-	waitFor(t, func() bool { return g.period() == 30*time.Second })
+
+	// RunEvented marks the stream up and triggers a relist (events may
+	// have been missed) before it opens the stream.
+	recv(t, w.opened, "stream opened")
+	if p := g.period(); p != 30*time.Second {
+		t.Fatalf("period while the stream is up = %v, want 30s", p)
+	}
+	select {
+	case <-g.trigger:
+	default:
+		t.Fatal("opening the stream did not trigger a relist")
+	}
+	// Each runtime event triggers a relist.
+	w.events <- struct{}{}
+	recv(t, w.delivered, "event delivered")
 	if len(g.trigger) != 1 {
 		t.Fatal("an event did not trigger a relist")
 	}
-	// The stream breaks: back to the fast relist, reopened after 1s.
-	close(w.block)
-	waitFor(t, func() bool { return g.period() == time.Second })
-	waitArmed(t, clk)
+	<-g.trigger
+
+	// The stream breaks: back to the fast relist at once (a relist
+	// re-arms Run's timer with the fast period), reopened after 1s, then
+	// after 2s.
+	close(w.events)
+	if d := clk.waitArmed(t); d != time.Second {
+		t.Fatalf("reopen backoff = %v, want 1s", d)
+	}
+	if p := g.period(); p != time.Second {
+		t.Fatalf("period after the stream broke = %v, want 1s", p)
+	}
+	if len(g.trigger) != 1 {
+		t.Fatal("the stream breaking did not trigger a relist")
+	}
 	clk.Step(time.Second)
-	select {
-	case <-w.opened:
-	case <-time.After(10 * time.Second):
-		t.Fatal("stream not reopened after the backoff")
+	recv(t, w.opened, "stream reopened after the backoff")
+	if d := clk.waitArmed(t); d != 2*time.Second {
+		t.Fatalf("second reopen backoff = %v, want 2s", d)
 	}
 	cancel()
-	<-done
+	recv(t, done, "RunEvented returning after its context ended")
 }
 
 type staticLister struct{}
@@ -82,15 +109,4 @@ type staticLister struct{}
 func (staticLister) ListPods(context.Context) ([]*pod.RuntimeStatus, error) { return nil, nil }
 func (staticLister) InspectPod(_ context.Context, listed, _ *pod.RuntimeStatus) (*pod.RuntimeStatus, error) {
 	return listed, nil
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

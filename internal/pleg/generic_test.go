@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -65,10 +66,53 @@ func sbs(s ...*pod.Sandbox) []*pod.Sandbox { return s }
 
 func snapshot(ps ...*pod.RuntimeStatus) []*pod.RuntimeStatus { return ps }
 
-func newGeneric(t *testing.T, l Lister, capacity int) (*Generic, *testclock.FakeClock) {
+func newGeneric(t *testing.T, l Lister, capacity int) (*Generic, *armClock) {
 	t.Helper()
-	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	clk := &armClock{FakeClock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0)), armed: make(chan time.Duration, 100)}
 	return NewGeneric(l, clk, zaptest.NewLogger(t), capacity), clk
+}
+
+// within bounds every wait for something that must happen; only a hang
+// (a failing test) reaches it.
+const within = 10 * time.Second
+
+// recv returns the next value of ch, failing the test after within.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: nothing within %v", what, within)
+	}
+	var zero T
+	return zero
+}
+
+// armClock is a FakeClock that reports each timer armed on it (After,
+// NewTimer) once it is armed, so a test steps time exactly when the code
+// waits for it.
+type armClock struct {
+	*testclock.FakeClock
+	armed chan time.Duration
+}
+
+func (c *armClock) After(d time.Duration) <-chan time.Time {
+	ch := c.FakeClock.After(d)
+	c.armed <- d
+	return ch
+}
+
+func (c *armClock) NewTimer(d time.Duration) clock.Timer {
+	tm := c.FakeClock.NewTimer(d)
+	c.armed <- d
+	return tm
+}
+
+// waitArmed returns the duration of the next timer armed.
+func (c *armClock) waitArmed(t *testing.T) time.Duration {
+	t.Helper()
+	return recv(t, c.armed, "timer armed")
 }
 
 // drain returns the queued events, sorted, without blocking.
@@ -262,13 +306,8 @@ func TestRelistFullChannelDrops(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- g.Relist(context.Background()) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Relist() error = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Relist blocked on a full event channel")
+	if err := recv(t, done, "Relist blocked on a full event channel"); err != nil {
+		t.Fatalf("Relist() error = %v", err)
 	}
 	// 4 container starts + 1 sandbox; the channel holds 2.
 	if got := len(drain(g)); got != 2 {
@@ -353,32 +392,22 @@ func TestRunRelistsOnEveryTick(t *testing.T) {
 		close(done)
 	}()
 
-	waitRelist := func(what string) {
-		t.Helper()
-		select {
-		case <-l.called:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no relist %s", what)
-		}
-	}
-	// Run relists at once, then arms a timer for the next relist; Step
-	// once the timer is armed.
-	waitRelist("at start")
+	// Run relists at once, then arms a timer for the next relist; each
+	// Step comes once the timer is armed, so it is the tick that relists.
+	recv(t, l.called, "relist at start")
 	for i := 0; i < 3; i++ {
-		waitArmed(t, clk)
+		if d := clk.waitArmed(t); d != time.Second {
+			t.Fatalf("relist timer armed for %v, want the period 1s", d)
+		}
 		clk.Step(time.Second)
-		waitRelist("after a tick")
+		recv(t, l.called, "relist after a tick")
 	}
 	// A trigger relists without any time passing.
-	waitArmed(t, clk)
+	clk.waitArmed(t)
 	g.Trigger()
-	waitRelist("after a trigger")
+	recv(t, l.called, "relist after a trigger")
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context ended")
-	}
+	recv(t, done, "Run returning after its context ended")
 }
 
 func TestConcurrentReaders(t *testing.T) {
@@ -418,16 +447,4 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-}
-
-// waitArmed waits until Run has armed its relist timer on the fake clock.
-func waitArmed(t *testing.T, clk interface{ HasWaiters() bool }) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("relist timer never armed")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

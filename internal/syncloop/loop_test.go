@@ -15,19 +15,35 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/admit"
 	"github.com/nodeagent/nodeagent/internal/pleg"
+	"github.com/nodeagent/nodeagent/internal/pleg/plegtest"
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
+
+// These tests never sleep: they drive the loop one Iterate at a time, step
+// a fake clock only when the code waits on it, and learn what workers do
+// from the fakes (runtime calls, status reports, PLEG requests). A check
+// that something did not happen is made where nothing more can happen: the
+// iteration that could have done it has returned, and every worker that
+// could act is blocked at a known point (a gated runtime call, a wait for
+// a newer PLEG view) or gone. within only turns a hang into a failure.
+
+// within bounds every wait for something that must happen.
+const within = 10 * time.Second
+
+var _ PLEG = (*plegtest.Fake)(nil)
 
 // call is one recorded runtime call.
 type call struct {
 	op   string // "sync" or "kill"
 	uid  pod.UID
 	spec *v1.Pod
+	st   *pod.RuntimeStatus // the status the worker acted on
 }
 
-// fakeRuntime records calls on a channel; gate, when set, blocks SyncPod
-// until it is closed.
+// fakeRuntime records calls on a channel. gate, when set, blocks SyncPod
+// until it is closed; took is how long each call lasts on the fake clock.
 type fakeRuntime struct {
+	clock    *armClock
 	calls    chan call
 	mu       sync.Mutex
 	gate     chan struct{}
@@ -36,103 +52,119 @@ type fakeRuntime struct {
 	// killGates, per UID, take precedence over killGate.
 	killGates map[pod.UID]chan struct{}
 	res       pod.SyncResult
+	took      time.Duration
 }
 
-func newFakeRuntime() *fakeRuntime { return &fakeRuntime{calls: make(chan call, 100)} }
-
-func (f *fakeRuntime) SyncPod(_ context.Context, p *v1.Pod, _ *pod.RuntimeStatus) pod.SyncResult {
+func (f *fakeRuntime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) pod.SyncResult {
 	f.mu.Lock()
-	gate, res := f.gate, f.res
+	gate, res, took := f.gate, f.res, f.took
 	f.mu.Unlock()
 	if gate != nil {
 		f.entered <- struct{}{}
-		<-gate
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return pod.SyncResult{Err: ctx.Err()}
+		}
 	}
-	f.calls <- call{"sync", p.UID, p}
+	f.clock.Step(took)
+	f.calls <- call{"sync", p.UID, p, st}
 	return res
 }
 
-func (f *fakeRuntime) KillPod(_ context.Context, p *v1.Pod, st *pod.RuntimeStatus, _ int64) error {
+func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, _ int64) error {
 	f.mu.Lock()
-	gate := f.killGate
+	gate, took := f.killGate, f.took
 	if g, ok := f.killGates[st.UID]; ok {
 		gate = g
 	}
 	f.mu.Unlock()
-	f.calls <- call{"kill", st.UID, p}
+	f.clock.Step(took)
+	f.calls <- call{"kill", st.UID, p, st}
 	if gate != nil {
-		<-gate
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }
 
-type fakePLEG struct {
-	ch   chan pleg.Event
-	mu   sync.Mutex
-	snap map[pod.UID]*pod.RuntimeStatus
-	at   time.Time
-}
-
-func (f *fakePLEG) Watch() <-chan pleg.Event { return f.ch }
-func (f *fakePLEG) Healthy() error           { return nil }
-func (f *fakePLEG) GetNewerThan(_ context.Context, uid pod.UID, _ time.Time) (*pod.RuntimeStatus, error) {
-	return &pod.RuntimeStatus{UID: uid}, nil
-}
-func (f *fakePLEG) Snapshot() (map[pod.UID]*pod.RuntimeStatus, time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.snap, f.at
-}
-
+// fakeStatus records refusals and reports every removal on removed.
 type fakeStatus struct {
 	mu      sync.Mutex
 	refused map[pod.UID]string
-	removed map[pod.UID]bool
+	removed chan pod.UID
 }
 
 func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
+func (f *fakeStatus) Admitted(*v1.Pod, *pod.RuntimeStatus)               {}
+func (f *fakeStatus) Terminating(*v1.Pod, int64)                         {}
+func (f *fakeStatus) RuntimeHealth(error)                                {}
 func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
 }
-func (f *fakeStatus) Removed(p *v1.Pod) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.removed[p.UID] = true
+func (f *fakeStatus) Removed(p *v1.Pod) { f.removed <- p.UID }
+
+// armClock is a FakeClock that reports each After once it is armed, so a
+// test steps time exactly when the loop waits for it.
+type armClock struct {
+	*testclock.FakeClock
+	armed chan time.Duration
+}
+
+func (c *armClock) After(d time.Duration) <-chan time.Time {
+	ch := c.FakeClock.After(d)
+	c.armed <- d
+	return ch
 }
 
 type rig struct {
 	loop    *Loop
 	rt      *fakeRuntime
-	pleg    *fakePLEG
+	pleg    *plegtest.Fake
 	status  *fakeStatus
-	clock   *testclock.FakeClock
+	clock   *armClock
 	updates chan pod.Update
 	syncC   chan time.Time
 	hkC     chan time.Time
-	ctx     context.Context
-	ready   bool
+	// synced receives after each pod sync, once its next sync is queued
+	// (OnPodSync).
+	synced chan struct{}
+	ctx    context.Context
+	ready  bool
+
+	healthMu   sync.Mutex
+	runtimeErr error
 }
 
 func newRig(t *testing.T, chain admit.Chain) *rig {
 	t.Helper()
+	clk := &armClock{FakeClock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), armed: make(chan time.Duration, 100)}
 	r := &rig{
-		rt:      newFakeRuntime(),
-		pleg:    &fakePLEG{ch: make(chan pleg.Event, 10)},
-		status:  &fakeStatus{refused: map[pod.UID]string{}, removed: map[pod.UID]bool{}},
-		clock:   testclock.NewFakeClock(time.Unix(1_000_000, 0)),
+		rt:      &fakeRuntime{clock: clk, calls: make(chan call, 100)},
+		pleg:    plegtest.New(),
+		status:  &fakeStatus{refused: map[pod.UID]string{}, removed: make(chan pod.UID, 100)},
+		clock:   clk,
 		updates: make(chan pod.Update, 10),
 		syncC:   make(chan time.Time, 1),
 		hkC:     make(chan time.Time, 1),
+		synced:  make(chan struct{}, 100),
 		ready:   true,
 	}
+	// The PLEG has relisted once before the loop starts.
+	r.pleg.Publish(clk.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx = ctx
 	l, err := New(Config{
 		Updates: r.updates, Runtime: r.rt, PLEG: r.pleg, Status: r.status, Admit: chain,
-		SourcesReady: func() bool { return r.ready },
-		Clock:        r.clock, Logger: zaptest.NewLogger(t),
+		SourcesReady:  func() bool { return r.ready },
+		RuntimeHealth: func() error { r.healthMu.Lock(); defer r.healthMu.Unlock(); return r.runtimeErr },
+		OnPodSync:     func(time.Duration) { r.synced <- struct{}{} },
+		Clock:         clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,24 +183,88 @@ func (r *rig) step(t *testing.T, feed func()) {
 	}
 }
 
-func (r *rig) next(t *testing.T) call {
-	t.Helper()
-	select {
-	case c := <-r.rt.calls:
-		return c
-	case <-time.After(5 * time.Second):
-		t.Fatal("no runtime call within 5s")
-	}
-	return call{}
+// relist is a relist that starts after everything so far: time passes
+// and the PLEG cache becomes current.
+func (r *rig) relist() {
+	r.clock.Step(time.Millisecond)
+	r.pleg.Publish(r.clock.Now())
 }
 
-func (r *rig) none(t *testing.T) {
+// next returns the next runtime call. A worker that waits for a view
+// newer than its last action meanwhile gets one (relist): only the tests
+// about that wait (TestWorkerNeverActsOnAStaleView, TestUpdatesCoalesce)
+// answer it themselves.
+func (r *rig) next(t *testing.T) call {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case c := <-r.rt.calls:
+			return c
+		case <-r.pleg.Waiting():
+			r.relist()
+		case <-deadline:
+			t.Fatalf("no runtime call within %v", within)
+		}
+	}
+}
+
+// waiting returns the next request of a worker that waits for a newer
+// view. A runtime call instead fails the test: a worker acted on the view
+// the cache had.
+func (r *rig) waiting(t *testing.T) plegtest.Request {
 	t.Helper()
 	select {
+	case req := <-r.pleg.Waiting():
+		return req
 	case c := <-r.rt.calls:
-		t.Fatalf("unexpected runtime call %s %s", c.op, c.uid)
-	case <-time.After(50 * time.Millisecond):
+		t.Fatalf("runtime call %s %s on a view older than the worker's last action", c.op, c.uid)
+	case <-time.After(within):
+		t.Fatalf("no worker waited for a newer view within %v", within)
 	}
+	return plegtest.Request{}
+}
+
+// worker returns uid's live worker or nil.
+func (r *rig) worker(uid pod.UID) *worker {
+	r.loop.mu.Lock()
+	defer r.loop.mu.Unlock()
+	return r.loop.workers[uid]
+}
+
+// started reports whether a worker was ever started for uid: it is live,
+// or it finished a kill (remembered for a minute). A look at the live
+// workers alone could miss one that already killed its pod and exited.
+func (r *rig) started(uid pod.UID) bool {
+	r.loop.mu.Lock()
+	defer r.loop.mu.Unlock()
+	_, live := r.loop.workers[uid]
+	_, finished := r.loop.finished[uid]
+	return live || finished
+}
+
+// waitWorkersExit waits until every worker started so far has exited. The
+// test goroutine runs every iteration, so no worker can be started by the
+// loop meanwhile (WaitGroup: no Add races this Wait); only use it when no
+// held pod can start either.
+func (r *rig) waitWorkersExit(t *testing.T) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { r.loop.wg.Wait(); close(done) }()
+	recv(t, done, "workers exiting")
+}
+
+// recv returns the next value of ch, failing the test after within.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: nothing within %v", what, within)
+	}
+	var zero T
+	return zero
 }
 
 func testPod(uid, name string) *v1.Pod {
@@ -176,68 +272,97 @@ func testPod(uid, name string) *v1.Pod {
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: "i"}}}}
 }
 
+func add(r *rig, pods ...*v1.Pod) func() {
+	return func() { r.updates <- pod.Update{Op: pod.OpAdd, Source: "file", Pods: pods} }
+}
+
+func remove(r *rig, pods ...*v1.Pod) func() {
+	return func() { r.updates <- pod.Update{Op: pod.OpRemove, Source: "file", Pods: pods} }
+}
+
 func TestAddSyncsAndRemoveKills(t *testing.T) {
 	r := newRig(t, nil)
 	p := testPod("u1", "a")
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Source: "file", Pods: []*v1.Pod{p}} })
+	r.step(t, add(r, p))
 	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
 		t.Fatalf("got %+v, want sync u1", c)
 	}
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpRemove, Source: "file", Pods: []*v1.Pod{p}} })
+	r.step(t, remove(r, p))
 	if c := r.next(t); c.op != "kill" || c.uid != "u1" || c.spec == nil {
 		t.Fatalf("got %+v, want kill u1 with its spec", c)
 	}
-	waitFor(t, func() bool { return r.loop.Workers() == 0 })
-	r.status.mu.Lock()
-	defer r.status.mu.Unlock()
-	if !r.status.removed["u1"] {
-		t.Fatal("status not removed")
+	if uid := recv(t, r.status.removed, "status removal"); uid != "u1" {
+		t.Fatalf("status removed for %s, want u1", uid)
+	}
+	// The worker leaves the workers map before it reports the removal.
+	if n := r.loop.Workers(); n != 0 {
+		t.Fatalf("%d workers after the kill, want 0", n)
 	}
 }
 
 func TestAdmissionRefusal(t *testing.T) {
 	r := newRig(t, admit.Chain{admit.MaxPods(1)})
-	r.step(t, func() {
-		r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a"), testPod("u2", "b")}}
-	})
-	if c := r.next(t); c.uid != "u1" {
-		t.Fatalf("first pod not synced: %+v", c)
-	}
-	r.none(t)
+	r.step(t, add(r, testPod("u1", "a"), testPod("u2", "b")))
+	// Admission happens within the iteration: once it returned, u2 is
+	// refused and has no worker, so nothing can ever sync it.
 	r.status.mu.Lock()
 	reason := r.status.refused["u2"]
 	r.status.mu.Unlock()
 	if reason != "OutOfpods" {
 		t.Fatalf("refusal reason = %q, want OutOfpods", reason)
 	}
+	if r.started("u2") {
+		t.Fatal("a worker was started for the refused pod")
+	}
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want the admitted pod synced", c)
+	}
 }
 
 func TestPLEGEventWakesWorker(t *testing.T) {
 	r := newRig(t, nil)
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}} })
+	r.step(t, add(r, testPod("u1", "a")))
 	r.next(t)
-	r.step(t, func() { r.pleg.ch <- pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"} })
-	if c := r.next(t); c.op != "sync" {
-		t.Fatalf("got %+v", c)
+	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"}) })
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want sync u1", c)
 	}
-	// An event for an unknown pod starts nothing.
-	r.step(t, func() { r.pleg.ch <- pleg.Event{UID: "zz", Type: pleg.ContainerDied} })
-	r.none(t)
+	// An event for an unknown pod starts nothing: once the iteration
+	// returned there is still only u1's worker.
+	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "zz", Type: pleg.ContainerDied}) })
+	if r.started("zz") {
+		t.Fatal("an event for an unknown pod started a worker")
+	}
 }
 
 func TestRetryAfterIsHonouredBySyncTick(t *testing.T) {
 	r := newRig(t, nil)
-	r.rt.res = pod.SyncResult{RetryAfter: 10 * time.Second}
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}} })
+	// Shorter than ResyncPeriod (10s): only RetryAfter explains a sync 3s
+	// later.
+	r.rt.res = pod.SyncResult{RetryAfter: 3 * time.Second}
+	r.step(t, add(r, testPod("u1", "a")))
 	r.next(t)
-	waitFor(t, func() bool { r.loop.queue.mu.Lock(); defer r.loop.queue.mu.Unlock(); return len(r.loop.queue.due) == 1 })
-	r.clock.Step(9 * time.Second)
+	recv(t, r.synced, "the next sync queued")
+	queued := func() bool {
+		r.loop.queue.mu.Lock()
+		defer r.loop.queue.mu.Unlock()
+		_, ok := r.loop.queue.due["u1"]
+		return ok
+	}
+	r.clock.Step(2 * time.Second)
 	r.step(t, func() { r.syncC <- r.clock.Now() })
-	r.none(t)
+	// A sync tick wakes only what the queue gives out: u1 is still queued,
+	// so its worker was not woken.
+	if !queued() {
+		t.Fatal("u1 was due 2s after a sync that asked to be retried after 3s")
+	}
 	r.clock.Step(time.Second)
 	r.step(t, func() { r.syncC <- r.clock.Now() })
-	if c := r.next(t); c.op != "sync" {
-		t.Fatalf("got %+v", c)
+	if queued() {
+		t.Fatal("u1 not due 3s after a sync that asked to be retried after 3s")
+	}
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want sync u1", c)
 	}
 }
 
@@ -248,8 +373,8 @@ func TestUpdatesCoalesce(t *testing.T) {
 	r.rt.gate = gate
 	r.rt.entered = make(chan struct{}, 10)
 	r.rt.mu.Unlock()
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}} })
-	<-r.rt.entered // the first sync is in progress
+	r.step(t, add(r, testPod("u1", "a")))
+	recv(t, r.rt.entered, "first sync started") // and waits at the gate
 	var last *v1.Pod
 	for i := 0; i < 5; i++ {
 		p := testPod("u1", "a")
@@ -258,40 +383,53 @@ func TestUpdatesCoalesce(t *testing.T) {
 		r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Pods: []*v1.Pod{p}} })
 	}
 	close(gate)
-	first := r.next(t)
-	second := r.next(t)
+	first := recv(t, r.rt.calls, "first sync")
+	// The second sync waits for a view newer than the first. The worker is
+	// blocked there and the loop is idle: no wake-up left means no third
+	// sync can follow.
+	r.waiting(t)
+	if n := len(r.worker("u1").wake); n != 0 {
+		t.Fatalf("%d more syncs pending after five updates during one sync, want 0", n)
+	}
+	r.relist()
+	second := recv(t, r.rt.calls, "second sync")
 	if second.spec != last {
 		t.Fatalf("second sync saw %v, want the newest spec %v (first saw %v)", second.spec.Labels, last.Labels, first.spec.Labels)
 	}
-	r.none(t) // five updates, at most two syncs
 }
 
 func TestOrphansKilledOnlyAfterSourcesReady(t *testing.T) {
 	r := newRig(t, nil)
-	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"orphan": {UID: "orphan", Name: "x", Namespace: "default"}}
-	r.pleg.at = r.clock.Now()
+	r.pleg.SetSnapshot(map[pod.UID]*pod.RuntimeStatus{"orphan": {UID: "orphan", Name: "x", Namespace: "default"}}, r.clock.Now())
 	r.ready = false
 	r.step(t, func() { r.hkC <- r.clock.Now() })
-	r.none(t)
+	// Only housekeeping starts an orphan's worker, and it has returned.
+	if r.started("orphan") {
+		t.Fatal("the orphan was acted on before every source was seen")
+	}
 	r.ready = true
 	r.step(t, func() { r.hkC <- r.clock.Now() })
 	if c := r.next(t); c.op != "kill" || c.uid != "orphan" || c.spec != nil {
 		t.Fatalf("got %+v, want kill of orphan without spec", c)
 	}
-	waitFor(t, func() bool { return r.loop.Workers() == 0 })
-	// The same stale snapshot does not trigger a second kill.
+	r.waitWorkersExit(t)
+	// The same stale snapshot does not trigger a second kill. A worker
+	// started for the orphan now could not have finished: it waits for a
+	// view newer than the kill, and the PLEG has not relisted since.
 	r.step(t, func() { r.hkC <- r.clock.Now() })
-	r.none(t)
+	if n := r.loop.Workers(); n != 0 {
+		t.Fatalf("%d workers after housekeeping saw the killed orphan in an older snapshot, want 0", n)
+	}
 }
 
-func TestUnhealthyBackoffDoublesToFiveSeconds(t *testing.T) {
+func TestUnhealthyBackoffDoublesToTwoSeconds(t *testing.T) {
 	var b unhealthyBackoff
 	var got []time.Duration
 	for i := 0; i < 8; i++ {
 		got = append(got, b.next())
 	}
 	ms := time.Millisecond
-	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 5000 * ms, 5000 * ms}
+	want := []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 2000 * ms, 2000 * ms, 2000 * ms}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("waits = %v, want %v", got, want)
@@ -304,47 +442,61 @@ func TestUnhealthyBackoffDoublesToFiveSeconds(t *testing.T) {
 }
 
 func TestUnhealthyRuntimeHoldsTheLoop(t *testing.T) {
-	r := newRig(t, nil)
-	var mu sync.Mutex
-	healthErr := errors.New("runtime down")
-	r.loop.cfg.RuntimeHealth = func() error { mu.Lock(); defer mu.Unlock(); return healthErr }
-	done := make(chan struct{})
-	ctx, cancel := context.WithCancel(r.ctx)
-	go func() { r.loop.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}}
-	for i := 0; i < 5; i++ {
-		r.clock.Step(time.Second)
-		r.none(t) // the update waits while the runtime is down
+	tests := []struct {
+		name      string
+		setHealth func(r *rig, err error)
+	}{
+		{
+			name: "runtime",
+			setHealth: func(r *rig, err error) {
+				r.healthMu.Lock()
+				defer r.healthMu.Unlock()
+				r.runtimeErr = err
+			},
+		},
+		{
+			name:      "pleg",
+			setHealth: func(r *rig, err error) { r.pleg.SetHealthy(err) },
+		},
 	}
-	mu.Lock()
-	healthErr = nil
-	mu.Unlock()
-	for i := 0; ; i++ {
-		r.clock.Step(5 * time.Second)
-		select {
-		case c := <-r.rt.calls:
-			if c.op != "sync" {
-				t.Fatalf("got %+v after recovery", c)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			tt.setHealth(r, errors.New("down"))
+			r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("u1", "a")}}
+			done := make(chan struct{})
+			ctx, cancel := context.WithCancel(r.ctx)
+			go func() { r.loop.Run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			var want unhealthyBackoff
+			var wait time.Duration
+			for i := 0; i < 6; i++ {
+				// Each round the loop checks health and arms its backoff
+				// wait; the update is still queued: the loop took nothing.
+				wait = r.clock.waitArmed(t)
+				if w := want.next(); wait != w {
+					t.Fatalf("backoff wait %d = %v, want %v", i, wait, w)
+				}
+				if len(r.updates) != 1 || r.loop.Workers() != 0 {
+					t.Fatalf("the loop handled the update while unhealthy (round %d)", i)
+				}
+				if i < 5 {
+					r.clock.Step(wait)
+				}
 			}
-			return
-		case <-time.After(20 * time.Millisecond):
-		}
-		if i > 250 {
-			t.Fatal("no sync after the runtime recovered")
-		}
+			tt.setHealth(r, nil)
+			r.clock.Step(wait)
+			if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+				t.Fatalf("got %+v after recovery, want sync u1", c)
+			}
+		})
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// waitArmed returns the duration of the next After armed.
+func (c *armClock) waitArmed(t *testing.T) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return recv(t, c.armed, "backoff wait armed")
 }
 
 // An edited static pod (same name, new UID) starts only once the old one
@@ -352,19 +504,22 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestSameNamePodWaitsForItsPredecessor(t *testing.T) {
 	r := newRig(t, nil)
 	old := testPod("old", "etcd")
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{old}} })
+	r.step(t, add(r, old))
 	r.next(t)
 	gate := make(chan struct{})
 	r.rt.mu.Lock()
 	r.rt.killGate = gate
 	r.rt.mu.Unlock()
-	edited := testPod("new", "etcd")
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpRemove, Pods: []*v1.Pod{old}} })
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{edited}} })
+	r.step(t, remove(r, old))
+	r.step(t, add(r, testPod("new", "etcd")))
 	if c := r.next(t); c.op != "kill" || c.uid != "old" {
 		t.Fatalf("got %+v, want the old pod killed first", c)
 	}
-	r.none(t) // the new pod waits while the old one terminates
+	// The old pod's kill is blocked at the gate and the loop is idle: only
+	// the end of that kill could start the new pod, so it has no worker.
+	if r.started("new") {
+		t.Fatal("the new pod started while the old one terminates")
+	}
 	close(gate)
 	if c := r.next(t); c.op != "sync" || c.uid != "new" {
 		t.Fatalf("got %+v, want the new pod synced after the kill", c)
@@ -375,18 +530,19 @@ func TestSameNamePodWaitsForItsPredecessor(t *testing.T) {
 // soon as the new one is added, and the new one starts only after.
 func TestSameNameOrphanKilledBeforeTheNewPod(t *testing.T) {
 	r := newRig(t, nil)
-	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"old": {UID: "old", Name: "etcd", Namespace: "default"}}
-	r.pleg.at = r.clock.Now()
+	r.pleg.SetSnapshot(map[pod.UID]*pod.RuntimeStatus{"old": {UID: "old", Name: "etcd", Namespace: "default"}}, r.clock.Now())
 	gate := make(chan struct{})
 	r.rt.mu.Lock()
 	r.rt.killGates = map[pod.UID]chan struct{}{"old": gate}
 	r.rt.mu.Unlock()
 	r.ready = false // sources not all seen: no housekeeping kill
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("new", "etcd")}} })
+	r.step(t, add(r, testPod("new", "etcd")))
 	if c := r.next(t); c.op != "kill" || c.uid != "old" {
 		t.Fatalf("got %+v, want the old pod killed", c)
 	}
-	r.none(t) // the new pod waits for the kill
+	if r.started("new") {
+		t.Fatal("the new pod started while the old one terminates")
+	}
 	close(gate)
 	if c := r.next(t); c.op != "sync" || c.uid != "new" {
 		t.Fatalf("got %+v, want the new pod synced next", c)
@@ -398,19 +554,16 @@ func TestSameNameOrphanKilledBeforeTheNewPod(t *testing.T) {
 func TestHeldPodWaitsForEveryPredecessor(t *testing.T) {
 	r := newRig(t, nil)
 	b := testPod("b", "etcd")
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{b}} })
+	r.step(t, add(r, b))
 	r.next(t)
 	// "a", an older version, is still in the runtime snapshot.
-	r.pleg.mu.Lock()
-	r.pleg.snap = map[pod.UID]*pod.RuntimeStatus{"a": {UID: "a", Name: "etcd", Namespace: "default"}, "b": {UID: "b", Name: "etcd", Namespace: "default"}}
-	r.pleg.at = r.clock.Now()
-	r.pleg.mu.Unlock()
-	gateB := make(chan struct{})
+	r.pleg.SetSnapshot(map[pod.UID]*pod.RuntimeStatus{"a": {UID: "a", Name: "etcd", Namespace: "default"}, "b": {UID: "b", Name: "etcd", Namespace: "default"}}, r.clock.Now())
+	gateA, gateB := make(chan struct{}), make(chan struct{})
 	r.rt.mu.Lock()
-	r.rt.killGates = map[pod.UID]chan struct{}{"b": gateB}
+	r.rt.killGates = map[pod.UID]chan struct{}{"a": gateA, "b": gateB}
 	r.rt.mu.Unlock()
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpRemove, Pods: []*v1.Pod{b}} })
-	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpAdd, Pods: []*v1.Pod{testPod("c", "etcd")}} })
+	r.step(t, remove(r, b))
+	r.step(t, add(r, testPod("c", "etcd")))
 	kills := map[pod.UID]bool{}
 	for len(kills) < 2 {
 		c := r.next(t)
@@ -419,9 +572,84 @@ func TestHeldPodWaitsForEveryPredecessor(t *testing.T) {
 		}
 		kills[c.uid] = true
 	}
-	r.none(t) // a is gone, b is not: c still waits
+	// b's kill ends first; its worker reports the removal once it is done
+	// (a, an orphan without a spec, reports none). a is still at its
+	// gate: c must still wait.
 	close(gateB)
+	if uid := recv(t, r.status.removed, "b removed"); uid != "b" {
+		t.Fatalf("removed %s, want b", uid)
+	}
+	if r.started("c") {
+		t.Fatal("c started while a still terminates")
+	}
+	close(gateA)
 	if c := r.next(t); c.op != "sync" || c.uid != "c" {
 		t.Fatalf("got %+v, want c synced after both kills", c)
+	}
+}
+
+// A worker never acts on a view of its pod older than its own last action
+// (GetNewerThan's min): woken after a sync, or started again for a pod
+// killed a moment ago, it waits for a status the PLEG read after that
+// action ended, however often the cache changes meanwhile.
+func TestWorkerNeverActsOnAStaleView(t *testing.T) {
+	tests := []struct {
+		name string
+		// lastAction makes u1's worker act once, then wakes it (or starts
+		// a new worker for u1), and returns when that action ended.
+		lastAction func(t *testing.T, r *rig) time.Time
+	}{
+		{
+			name: "woken after its own sync",
+			lastAction: func(t *testing.T, r *rig) time.Time {
+				r.step(t, add(r, testPod("u1", "a")))
+				if c := r.next(t); c.op != "sync" {
+					t.Fatalf("got %+v, want sync", c)
+				}
+				end := r.clock.Now()
+				r.step(t, func() { r.pleg.Send(pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"}) })
+				return end
+			},
+		},
+		{
+			name: "started again after its kill",
+			lastAction: func(t *testing.T, r *rig) time.Time {
+				p := testPod("u1", "a")
+				r.step(t, add(r, p))
+				r.next(t)
+				r.step(t, remove(r, p))
+				if c := r.next(t); c.op != "kill" {
+					t.Fatalf("got %+v, want kill", c)
+				}
+				recv(t, r.status.removed, "u1 removed")
+				end := r.clock.Now()
+				r.step(t, add(r, p))
+				return end
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, nil)
+			// Every runtime call lasts 5s: its start and its end differ.
+			r.rt.took = 5 * time.Second
+			end := tt.lastAction(t, r)
+			if req := r.waiting(t); req.UID != "u1" || !req.Min.Equal(end) {
+				t.Fatalf("worker asked for %+v, want a view of u1 newer than %v, the end of its last action", req, end)
+			}
+			// A relist that started during the action does not do.
+			r.pleg.Publish(end.Add(-time.Second), &pod.RuntimeStatus{UID: "u1", Name: "during"})
+			if req := r.waiting(t); !req.Min.Equal(end) {
+				t.Fatalf("worker asked for %+v, want a view newer than %v", req, end)
+			}
+			// One that started after it does, and it is what the worker
+			// acts on.
+			r.clock.Step(time.Second)
+			after := &pod.RuntimeStatus{UID: "u1", Name: "after"}
+			r.pleg.Publish(r.clock.Now(), after)
+			if c := r.next(t); c.op != "sync" || c.uid != "u1" || c.st != after {
+				t.Fatalf("got %s %s on %+v, want sync u1 on the view read after its last action", c.op, c.uid, c.st)
+			}
+		})
 	}
 }
