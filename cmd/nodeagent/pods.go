@@ -31,6 +31,10 @@ func cmdPods(args []string) error {
 		return err
 	}
 	defer printProblems(sdir)
+	if node, err := status.ReadNodeState(sdir); err == nil && node != nil && !node.RuntimeReachable {
+		fmt.Printf("NODE: container runtime unreachable since %s (%s ago): %s\nPod states below are the last seen, shown as Unknown.\n\n",
+			node.Since.UTC().Format(time.RFC3339), time.Since(node.Since.Time).Round(time.Second), node.Message)
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(w, "NAMESPACE\tNAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP")
 	for _, p := range pods {
@@ -71,6 +75,9 @@ func printProblems(dir string) {
 // displayStatus is kubectl's STATUS column: the pod reason, else the first
 // waiting or terminated container reason, else the phase.
 func displayStatus(p *v1.Pod) string {
+	if p.DeletionTimestamp != nil && p.Status.Phase != v1.PodUnknown {
+		return "Terminating" // as kubectl
+	}
 	if p.Status.Reason != "" {
 		return p.Status.Reason
 	}

@@ -5,7 +5,9 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,4 +165,46 @@ spec:
 		entries, _ := os.ReadDir(filepath.Join(a.root, "pods"))
 		return len(mounts) == 0 && len(entries) == 0
 	})
+}
+
+// Every manifest that gives no pod is listed by `nodeagent pods` with its
+// reason; the good pod runs.
+func TestSkippedFilesListed(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.write("a-good.yaml", sleeper("good", "g"))
+	a.write("b-dup.yaml", sleeper("good", "other"))
+	a.write("kind.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+	a.write("long.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: "+strings.Repeat("l", 240)+"}\nspec:\n  containers: [{name: main, image: "+busybox+"}]\n")
+	must(syscall.Mkfifo(filepath.Join(a.manifests, "fifo.yaml"), 0o644))
+	must(os.Symlink("/dev/zero", filepath.Join(a.manifests, "zero.yaml")))
+	must(os.Symlink("loop.yaml", filepath.Join(a.manifests, "loop.yaml")))
+	eventually(t, 60*time.Second, "good running", func() bool { return a.running("good", "main") != nil })
+	want := map[string]string{
+		"b-dup.yaml": "is already defined by a-good.yaml",
+		"kind.yaml":  "no Pod in the manifest",
+		"long.yaml":  "metadata.name: too long",
+		"fifo.yaml":  "not a regular file (named pipe)",
+		"zero.yaml":  "not a regular file (character device)",
+		"loop.yaml":  "too many levels of symbolic links",
+	}
+	eventually(t, 10*time.Second, "every skipped file listed by `nodeagent pods`", func() bool {
+		out := a.pods()
+		for file, why := range want {
+			if !regexp.MustCompile(`file ` + regexp.QuoteMeta(file) + `: .*` + regexp.QuoteMeta(why)).MatchString(out) {
+				return false
+			}
+		}
+		return true
+	})
+	if c := a.running("good", "main"); c == nil {
+		t.Fatal("the good pod stopped")
+	}
 }
