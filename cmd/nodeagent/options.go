@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
 )
@@ -43,9 +44,18 @@ type options struct {
 	kubeconfig               string
 	maxRestartBackoff        time.Duration
 	eventedPLEG              bool
+	manifestPermissions      string
 	healthzBindAddress       string
 	healthzPort              int
 	verbosity                int
+
+	// Container log rotation (internal/logs); the size is a quantity
+	// string, parsed into containerLogMaxBytes by validate.
+	containerLogMaxSize         string
+	containerLogMaxBytes        int64
+	containerLogMaxFiles        int
+	containerLogMaxWorkers      int
+	containerLogMonitorInterval time.Duration
 }
 
 // kvFlag is a "k<sep>v,k<sep>v" flag: node labels (=) and HTTP headers (:).
@@ -109,9 +119,14 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of an API server to take pods from (not yet supported)")
 	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", true, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
+	fs.StringVar(&o.manifestPermissions, "manifest-permissions", "warn", "a manifest (or manifest directory) writable by others than root: 'warn' logs it, 'refuse' ignores the file and lists it as a problem")
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "127.0.0.1", "address of the /healthz and /metrics endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", 10248, "port of the /healthz and /metrics endpoint; 0 disables it")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
+	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated")
+	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files a container keeps, the live one included (>= 2)")
+	fs.IntVar(&o.containerLogMaxWorkers, "container-log-max-workers", 1, "containers whose logs are rotated at once")
+	fs.DurationVar(&o.containerLogMonitorInterval, "container-log-monitor-interval", 10*time.Second, "period of the full pass over the containers' log files (growing files are also checked in between)")
 	return fs
 }
 
@@ -192,6 +207,16 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	if !set["max-pods"] && kc.MaxPods != 0 {
 		o.maxPods = int(kc.MaxPods)
 	}
+	str("container-log-max-size", &o.containerLogMaxSize, kc.ContainerLogMaxSize)
+	if !set["container-log-max-files"] && kc.ContainerLogMaxFiles != nil {
+		o.containerLogMaxFiles = int(*kc.ContainerLogMaxFiles)
+	}
+	if !set["container-log-max-workers"] && kc.ContainerLogMaxWorkers != nil {
+		o.containerLogMaxWorkers = int(*kc.ContainerLogMaxWorkers)
+	}
+	if kc.ContainerLogMonitorInterval != nil {
+		dur("container-log-monitor-interval", &o.containerLogMonitorInterval, kc.ContainerLogMonitorInterval.Duration)
+	}
 	return nil
 }
 
@@ -213,8 +238,27 @@ func (o *options) validate() error {
 	if o.maxPods < 0 {
 		errs = append(errs, errors.New("--max-pods must be >= 0"))
 	}
+	if o.manifestPermissions != "warn" && o.manifestPermissions != "refuse" {
+		errs = append(errs, fmt.Errorf("--manifest-permissions %q: want warn or refuse", o.manifestPermissions))
+	}
 	if o.maxRestartBackoff < 10*time.Second {
 		errs = append(errs, errors.New("--max-container-restart-period must be at least 10s"))
+	}
+	if q, err := resource.ParseQuantity(o.containerLogMaxSize); err != nil {
+		errs = append(errs, fmt.Errorf("--container-log-max-size %q: %w", o.containerLogMaxSize, err))
+	} else if n, ok := q.AsInt64(); !ok || n <= 0 {
+		errs = append(errs, fmt.Errorf("--container-log-max-size %q: want a positive size such as 10Mi", o.containerLogMaxSize))
+	} else {
+		o.containerLogMaxBytes = n
+	}
+	if o.containerLogMaxFiles < 2 {
+		errs = append(errs, errors.New("--container-log-max-files must be >= 2 (the live file and one rotated)"))
+	}
+	if o.containerLogMaxWorkers < 1 {
+		errs = append(errs, errors.New("--container-log-max-workers must be >= 1"))
+	}
+	if o.containerLogMonitorInterval <= 0 {
+		errs = append(errs, errors.New("--container-log-monitor-interval must be > 0"))
 	}
 	return errors.Join(errs...)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cni"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/logs"
 	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -43,10 +44,13 @@ func newLogger(verbosity int) (*zap.Logger, error) {
 	cfg.Encoding = "console"
 	cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	cfg.Sampling = nil
+	// Errors are about the node and its pods (a bad manifest, a failed
+	// pull), not about the agent's code: no Go stack trace with them.
+	cfg.DisableStacktrace = true
 	if verbosity >= 4 {
 		cfg.Level = zap.NewAtomicLevelAt(zap.DebugLevel)
 	}
-	return cfg.Build()
+	return cfg.Build(zap.AddStacktrace(zapcore.DPanicLevel))
 }
 
 func cmdRun(args []string) error {
@@ -72,6 +76,21 @@ func cmdRun(args []string) error {
 			return fmt.Errorf("NODEAGENT_CPUPROFILE: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv("NODEAGENT_HEAPPROFILE"); path != "" {
+		// A debugging aid: the live heap at exit, for `go tool pprof`.
+		defer func() {
+			f, err := os.Create(path)
+			if err != nil {
+				log.Warn("NODEAGENT_HEAPPROFILE", zap.Error(err))
+				return
+			}
+			defer f.Close()
+			runtime.GC()
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				log.Warn("NODEAGENT_HEAPPROFILE", zap.Error(err))
+			}
+		}()
 	}
 	if err := run(ctx, o, log); err != nil {
 		log.Error("nodeagent stopped", zap.Error(err))
@@ -146,7 +165,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The runtime's conditions, read every 5s: RuntimeReady gates the sync
+	// The runtime's conditions, read every 5s (every 1s while not ready): RuntimeReady gates the sync
 	// loop, NetworkReady only pods that need the pod network.
 	var runtimeHealth, networkHealth atomic.Pointer[error]
 	checkHealth := func() {
@@ -188,8 +207,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if o.manifestDir != "" {
 		dir, err := podsource.NewDir(podsource.DirConfig{
 			Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
-			Sink:     func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
-			Problems: func(p map[string]string) { statuses.SourceProblems(pod.SourceFile, p) },
+			Sink:           func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+			Problems:       func(p map[string]string) { statuses.SourceProblems(pod.SourceFile, p) },
+			RefuseInsecure: o.manifestPermissions == "refuse",
 		})
 		if err != nil {
 			return err
@@ -250,6 +270,17 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return err
 	}
 
+	// Container log rotation, of this agent's containers only.
+	logRotation, err := logs.New(logs.Config{
+		Runtime: conn, Labels: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
+		MaxSize: o.containerLogMaxBytes, MaxFiles: o.containerLogMaxFiles, MaxWorkers: o.containerLogMaxWorkers,
+		MonitorInterval: o.containerLogMonitorInterval, CallTimeout: o.runtimeRequestTimeout, PodLogsDir: o.podLogsDir,
+		Clock: clk, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
 	// One relist before the loop starts: adopted pods and the old versions
 	// of manifests edited while the agent was down are known when the
 	// first pods arrive.
@@ -276,15 +307,20 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		g.Go(func() error { plegG.RunEvented(gctx, rt, 10*time.Second); return nil })
 	}
 	g.Go(func() error { loop.Run(gctx); return nil })
+	g.Go(func() error { logRotation.Run(gctx); return nil })
 	g.Go(func() error {
-		t := clk.NewTicker(5 * time.Second)
+		// Every 5s while the runtime is ready, every second while it is
+		// not, so its return is noticed at once.
+		t := clk.NewTicker(time.Second)
 		defer t.Stop()
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-gctx.Done():
 				return nil
 			case <-t.C():
-				checkHealth()
+				if n%5 == 0 || load(&runtimeHealth)() != nil {
+					checkHealth()
+				}
 			}
 		}
 	})

@@ -40,9 +40,17 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 		}
 		removed[c.ID] = true
 		if st.Name != "" {
+			// The live log and its rotations (<n>.log.<time>[.gz]), as the
+			// kubelet removes <logpath>*.
 			logFile := filepath.Join(r.podLogDir(st.Namespace, st.Name, st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
-			if err := os.Remove(logFile); err != nil && !os.IsNotExist(err) {
-				log.Warn("remove log of collected container", zap.String("file", logFile), zap.Error(err))
+			files, _ := filepath.Glob(logFile + "*")
+			for _, f := range files {
+				if f != logFile && !strings.HasPrefix(f, logFile+".") {
+					continue
+				}
+				if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+					log.Warn("remove log of collected container", zap.String("file", f), zap.Error(err))
+				}
 			}
 		}
 		log.Debug("collected dead container", zap.String("container", c.Name), zap.String("containerID", c.ID))

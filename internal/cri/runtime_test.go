@@ -886,8 +886,8 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 	crash() // 0, 1 dead, 2 running: the sync collects nothing yet (it saw 0, 1)
 	// The runtime writes the log files; the fake does not.
 	logDir := filepath.Join(h.logs, "default_web-node1_uid-1", "app")
-	for _, n := range []string{"0", "1", "2"} {
-		if err := os.WriteFile(filepath.Join(logDir, n+".log"), nil, 0o644); err != nil {
+	for _, n := range []string{"0.log", "0.log.20261201-101500.gz", "0.log.20261201-101510", "1.log", "1.log.20261201-101500.gz", "2.log", "10.log"} {
+		if err := os.WriteFile(filepath.Join(logDir, n), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -900,11 +900,13 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 	if diff := cmp.Diff([]string{"1", "2"}, left); diff != "" {
 		t.Fatalf("containers left by restart count (-want +got):\n%s", diff)
 	}
-	if _, err := os.Stat(filepath.Join(logDir, "0.log")); !os.IsNotExist(err) {
-		t.Fatalf("log of the collected instance still there: %v", err)
+	for _, n := range []string{"0.log", "0.log.20261201-101500.gz", "0.log.20261201-101510"} {
+		if _, err := os.Stat(filepath.Join(logDir, n)); !os.IsNotExist(err) {
+			t.Fatalf("log %s of the collected instance (or its rotation) still there: %v", n, err)
+		}
 	}
-	for _, n := range []string{"1", "2"} {
-		if _, err := os.Stat(filepath.Join(logDir, n+".log")); err != nil {
+	for _, n := range []string{"1.log", "1.log.20261201-101500.gz", "2.log", "10.log"} {
+		if _, err := os.Stat(filepath.Join(logDir, n)); err != nil {
 			t.Fatalf("log %s of a kept instance removed: %v", n, err)
 		}
 	}
