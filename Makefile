@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build test unit e2e bench run rig-up rig-down deps lint clean
+.PHONY: build test unit fuzz e2e bench run rig-up rig-down deps lint clean
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
@@ -19,6 +19,15 @@ unit:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/...
 	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz FUZZTIME=5s
+
+# Fuzz the parsers of untrusted input: manifests (decode, default,
+# validate) and the --config file. New crashers land in
+# testdata/fuzz/<FuzzName>/ of the package; check them in with the fix.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzStaticPods$$' -fuzztime $(FUZZTIME) ./internal/podsource
+	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZTIME) ./cmd/nodeagent
 
 e2e: deps
 	bash hack/e2e.sh

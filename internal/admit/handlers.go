@@ -2,12 +2,13 @@ package admit
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // MaxPods refuses a pod when max pods already run.
@@ -21,137 +22,82 @@ func MaxPods(max int) Handler {
 	}}
 }
 
-// Resources refuses a pod whose CPU or memory requests do not fit in what
-// the node can allocate beside the other pods.
+// Resources refuses a pod whose requests do not fit in what the node can
+// allocate beside the other pods, for each resource the node reports.
+// A pod's request is the API's (k8s.io/component-helpers/resource
+// PodRequests): the containers' sum, restartable (sidecar) init
+// containers included, or the largest init container if more, the pod
+// overhead added, and pod-level requests where the pod sets them.
 func Resources(allocatable v1.ResourceList) Handler {
+	names := resourceOrder(allocatable)
 	return HandlerFunc{N: "Resources", F: func(a *Attributes) Result {
-		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			capacity, ok := allocatable[name]
-			if !ok {
+		want := resourcehelper.PodRequests(a.Pod, resourcehelper.PodResourcesOptions{})
+		var used v1.ResourceList
+		for _, name := range names {
+			req, ok := want[name]
+			if !ok || req.IsZero() {
 				continue
 			}
-			want := podRequest(a.Pod, name)
-			if want.IsZero() {
-				continue
+			if used == nil {
+				used = v1.ResourceList{}
+				for _, o := range a.OtherPods {
+					for n, q := range resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{}) {
+						sum := used[n]
+						sum.Add(q)
+						used[n] = sum
+					}
+				}
 			}
-			used := resource.Quantity{}
-			for _, o := range a.OtherPods {
-				q := podRequest(o, name)
-				used.Add(q)
-			}
-			total := used.DeepCopy()
-			total.Add(want)
-			if total.Cmp(capacity) > 0 {
+			u := used[name]
+			total := u.DeepCopy()
+			total.Add(req)
+			if capacity := allocatable[name]; total.Cmp(capacity) > 0 {
 				return Result{Reason: "OutOf" + string(name), Message: fmt.Sprintf(
 					"Node didn't have enough resource: %s, requested: %s, used: %s, capacity: %s",
-					name, want.String(), used.String(), capacity.String())}
+					name, req.String(), u.String(), capacity.String())}
 			}
 		}
 		return Result{Admit: true}
 	}}
 }
 
-// podRequest is the pod's effective request: the larger of the sum of its
-// containers' and the largest init container's.
-func podRequest(p *v1.Pod, name v1.ResourceName) resource.Quantity {
-	sum := resource.Quantity{}
-	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[name]; ok {
-			sum.Add(q)
+// resourceOrder is cpu, memory, then the node's other resources sorted,
+// so a refusal names the same resource every time.
+func resourceOrder(l v1.ResourceList) []v1.ResourceName {
+	var names []v1.ResourceName
+	for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		if _, ok := l[n]; ok {
+			names = append(names, n)
 		}
 	}
-	for _, c := range p.Spec.InitContainers {
-		if q, ok := c.Resources.Requests[name]; ok && q.Cmp(sum) > 0 {
-			sum = q.DeepCopy()
+	var rest []v1.ResourceName
+	for n := range l {
+		if n != v1.ResourceCPU && n != v1.ResourceMemory && n != v1.ResourcePods {
+			rest = append(rest, n)
 		}
 	}
-	return sum
+	sort.Slice(rest, func(i, j int) bool { return rest[i] < rest[j] })
+	return append(names, rest...)
 }
 
 // NodeSelector refuses a pod whose nodeSelector or required node affinity
-// the node's labels do not satisfy.
+// the node does not satisfy, judged as the scheduler and the kubelet do
+// (k8s.io/component-helpers/scheduling/corev1/nodeaffinity): every
+// nodeSelector label, and one of the required terms (an empty term
+// matches nothing); matchFields see the node's name, its
+// kubernetes.io/hostname label.
 func NodeSelector(nodeLabels map[string]string) Handler {
-	set := labels.Set(nodeLabels)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeLabels[v1.LabelHostname], Labels: nodeLabels}}
 	return HandlerFunc{N: "NodeSelector", F: func(a *Attributes) Result {
-		refuse := Result{Reason: "NodeAffinity", Message: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"}
-		if len(a.Pod.Spec.NodeSelector) > 0 && !labels.SelectorFromSet(a.Pod.Spec.NodeSelector).Matches(set) {
-			return refuse
+		ok, err := nodeaffinity.GetRequiredNodeAffinity(a.Pod).Match(node)
+		switch {
+		case err != nil && !ok:
+			return Result{Reason: "NodeAffinity", Message: fmt.Sprintf("invalid node affinity: %v", err)}
+		case !ok:
+			return Result{Reason: "NodeAffinity", Message: "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"}
 		}
-		aff := a.Pod.Spec.Affinity
-		if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-			return Result{Admit: true}
-		}
-		for _, term := range aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-			// An empty term matches no node (API semantics).
-			if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
-				continue
-			}
-			sel, err := termSelector(term)
-			if err != nil {
-				return Result{Reason: "NodeAffinity", Message: fmt.Sprintf("invalid node affinity: %v", err)}
-			}
-			if sel.Matches(set) && fieldsMatch(term.MatchFields, nodeLabels[v1.LabelHostname]) {
-				return Result{Admit: true}
-			}
-		}
-		return refuse
+		return Result{Admit: true}
 	}}
-}
-
-// fieldsMatch judges matchFields; metadata.name is the only field the API
-// allows there.
-func fieldsMatch(reqs []v1.NodeSelectorRequirement, nodeName string) bool {
-	for _, r := range reqs {
-		if r.Key != "metadata.name" {
-			return false
-		}
-		in := false
-		for _, v := range r.Values {
-			in = in || v == nodeName
-		}
-		switch r.Operator {
-		case v1.NodeSelectorOpIn:
-			if !in {
-				return false
-			}
-		case v1.NodeSelectorOpNotIn:
-			if in {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func termSelector(term v1.NodeSelectorTerm) (labels.Selector, error) {
-	sel := labels.NewSelector()
-	for _, e := range term.MatchExpressions {
-		var op selection.Operator
-		switch e.Operator {
-		case v1.NodeSelectorOpIn:
-			op = selection.In
-		case v1.NodeSelectorOpNotIn:
-			op = selection.NotIn
-		case v1.NodeSelectorOpExists:
-			op = selection.Exists
-		case v1.NodeSelectorOpDoesNotExist:
-			op = selection.DoesNotExist
-		case v1.NodeSelectorOpGt:
-			op = selection.GreaterThan
-		case v1.NodeSelectorOpLt:
-			op = selection.LessThan
-		default:
-			return nil, fmt.Errorf("operator %q", e.Operator)
-		}
-		r, err := labels.NewRequirement(e.Key, op, e.Values)
-		if err != nil {
-			return nil, err
-		}
-		sel = sel.Add(*r)
-	}
-	return sel, nil
 }
 
 // HostPorts refuses a pod asking for a host port (protocol, IP, port)

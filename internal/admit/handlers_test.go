@@ -5,9 +5,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // podWith builds a pod from container options.
@@ -47,6 +51,23 @@ func initRequests(name v1.ResourceName, qs ...string) func(p *v1.Pod) {
 			p.Spec.InitContainers = append(p.Spec.InitContainers, c)
 		}
 	}
+}
+
+// sidecarRequests adds a restartable (sidecar) init container with a
+// request.
+func sidecarRequests(name v1.ResourceName, q string) func(p *v1.Pod) {
+	return func(p *v1.Pod) {
+		always := v1.ContainerRestartPolicyAlways
+		p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{
+			Name: "sidecar", Image: "x", RestartPolicy: &always,
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{name: resource.MustParse(q)}},
+		})
+	}
+}
+
+// overhead sets the pod's overhead (a RuntimeClass's, in a cluster).
+func overhead(name v1.ResourceName, q string) func(p *v1.Pod) {
+	return func(p *v1.Pod) { p.Spec.Overhead = v1.ResourceList{name: resource.MustParse(q)} }
 }
 
 func pods(ps ...*v1.Pod) []*v1.Pod { return ps }
@@ -162,6 +183,59 @@ func TestResources(t *testing.T) {
 			wantReason: "OutOfcpu",
 		},
 		{
+			name: "sidecar init container counts with the containers",
+			// effective 1100m: the app's 500m plus the sidecar's 600m,
+			// which keeps running beside it.
+			pod:        podWith(requests(v1.ResourceCPU, "500m"), sidecarRequests(v1.ResourceCPU, "600m")),
+			others:     pods(podWith(requests(v1.ResourceCPU, "1"))),
+			wantReason: "OutOfcpu",
+		},
+		{
+			name: "the same init container without restartPolicy Always only counts while it runs",
+			// effective 600m = max(500m, 600m)
+			pod:    podWith(requests(v1.ResourceCPU, "500m"), initRequests(v1.ResourceCPU, "600m")),
+			others: pods(podWith(requests(v1.ResourceCPU, "1"))),
+		},
+		{
+			name: "an init container after a sidecar runs beside it",
+			// sidecar 300m, then an init container of 1200m: 1500m at
+			// that point, more than the 400m of sidecar + app after.
+			pod: podWith(requests(v1.ResourceCPU, "100m"), func(p *v1.Pod) {
+				sidecarRequests(v1.ResourceCPU, "300m")(p)
+				p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{
+					Name: "migrate", Image: "x", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1200m")}},
+				})
+			}),
+			others:     pods(podWith(requests(v1.ResourceCPU, "600m"))),
+			wantReason: "OutOfcpu",
+		},
+		{
+			name:       "pod overhead counts",
+			pod:        podWith(requests(v1.ResourceCPU, "1500m"), overhead(v1.ResourceCPU, "600m")),
+			wantReason: "OutOfcpu",
+		},
+		{
+			name:       "other pods' overhead counts",
+			pod:        podWith(requests(v1.ResourceMemory, "1Gi")),
+			others:     pods(podWith(requests(v1.ResourceMemory, "2Gi"), overhead(v1.ResourceMemory, "1536Mi"))),
+			wantReason: "OutOfmemory",
+		},
+		{
+			name: "pod-level requests replace the containers' sum",
+			pod: podWith(requests(v1.ResourceCPU, "100m"), func(p *v1.Pod) {
+				p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+			}),
+			others:     pods(podWith(requests(v1.ResourceCPU, "1500m"))),
+			wantReason: "OutOfcpu",
+		},
+		{
+			name:        "extended resource the node reports",
+			allocatable: v1.ResourceList{"example.com/gpu": resource.MustParse("1")},
+			pod:         podWith(requests("example.com/gpu", "1")),
+			others:      pods(podWith(requests("example.com/gpu", "1"))),
+			wantReason:  "OutOfexample.com/gpu",
+		},
+		{
 			name:        "resource the node does not report is not checked",
 			allocatable: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")},
 			pod:         podWith(requests(v1.ResourceCPU, "64")),
@@ -195,6 +269,42 @@ func TestResourcesMessage(t *testing.T) {
 	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600m, used: 1500m, capacity: 2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Resources refusal (-want +got):\n%s", diff)
+	}
+}
+
+func TestResourcesSidecarMessage(t *testing.T) {
+	got := Resources(allocatable).Admit(&Attributes{
+		Pod:       podWith(requests(v1.ResourceCPU, "500m"), sidecarRequests(v1.ResourceCPU, "600m")),
+		OtherPods: pods(podWith(requests(v1.ResourceCPU, "1"))),
+	})
+	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 1100m, used: 1, capacity: 2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Resources refusal (-want +got):\n%s", diff)
+	}
+}
+
+// A manifest giving only limits is defaulted (requests = limits) before it
+// reaches admission, so it is refused for what it may use, as by the
+// kubelet; undefaulted it would ask for nothing and always fit.
+func TestResourcesLimitsOnlyManifest(t *testing.T) {
+	manifest := []byte(`apiVersion: v1
+kind: Pod
+metadata: {name: greedy}
+spec:
+  containers:
+  - name: c
+    image: busybox:1.36
+    resources:
+      limits: {cpu: "100", memory: 64Gi}
+`)
+	ps, err := podsource.StaticPods(manifest, "node1", pod.SourceFile, zap.NewNop())
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("StaticPods = %v, %v", ps, err)
+	}
+	got := Resources(allocatable).Admit(&Attributes{Pod: ps[0]})
+	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 100, used: 0, capacity: 2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("limits-only pod (-want +got):\n%s", diff)
 	}
 }
 

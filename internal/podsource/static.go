@@ -76,9 +76,11 @@ func StaticPods(data []byte, nodeName, source string, log *zap.Logger) ([]*v1.Po
 		return nil, err
 	}
 	var pods []*v1.Pod
+	var others []string
 	for _, doc := range docs {
 		if doc.Pod == nil {
 			log.Info("ignoring a document that is not a Pod", zap.Int("document", doc.Index), zap.String("kind", doc.Kind))
+			others = append(others, fmt.Sprintf("document %d is a %s", doc.Index, orUnknown(doc.Kind)))
 			continue
 		}
 		if doc.Warning != "" {
@@ -90,78 +92,27 @@ func StaticPods(data []byte, nodeName, source string, log *zap.Logger) ([]*v1.Po
 		if errs := Validate(p); len(errs) > 0 {
 			return nil, fmt.Errorf("document %d (pod %q): %w", doc.Index, p.Name, errs.ToAggregate())
 		}
+		// The pod's log directory <namespace>_<name>_<uid> is one file
+		// name: a name the API allows (253) can still make it too long, and
+		// the pod could never start.
+		if n := len(p.Namespace) + len(p.Name) + len(p.UID) + 2; n > maxFileName {
+			return nil, fmt.Errorf("document %d (pod %q): metadata.name: too long: the pod's log directory <namespace>_<name>_<uid> would have %d bytes, more than the %d of a file name; shorten the name (the node name %q is appended to it)",
+				doc.Index, p.Name, n, maxFileName, nodeName)
+		}
 		pods = append(pods, p)
+	}
+	if len(pods) == 0 && len(others) > 0 {
+		return nil, fmt.Errorf("no Pod in the manifest: %s", strings.Join(others, ", "))
 	}
 	return pods, nil
 }
 
-// applyAPIDefaults sets the core/v1 defaults a pod read from a file lacks
-// (the subset of k8s.io/kubernetes/pkg/apis/core/v1 defaults the agent
-// acts on).
-func applyAPIDefaults(p *v1.Pod) {
-	s := &p.Spec
-	if s.RestartPolicy == "" {
-		s.RestartPolicy = v1.RestartPolicyAlways
-	}
-	if s.DNSPolicy == "" {
-		s.DNSPolicy = v1.DNSClusterFirst
-	}
-	if s.TerminationGracePeriodSeconds == nil {
-		g := int64(v1.DefaultTerminationGracePeriodSeconds)
-		s.TerminationGracePeriodSeconds = &g
-	}
-	if s.SchedulerName == "" {
-		s.SchedulerName = v1.DefaultSchedulerName
-	}
-	if s.SecurityContext == nil {
-		s.SecurityContext = &v1.PodSecurityContext{}
-	}
-	if s.EnableServiceLinks == nil {
-		t := true
-		s.EnableServiceLinks = &t
-	}
-	for i := range s.InitContainers {
-		defaultContainer(&s.InitContainers[i])
-	}
-	for i := range s.Containers {
-		defaultContainer(&s.Containers[i])
-	}
-	for i := range s.Volumes {
-		v := &s.Volumes[i]
-		if v.HostPath != nil && v.HostPath.Type == nil {
-			t := v1.HostPathUnset
-			v.HostPath.Type = &t
-		}
-	}
-}
+// maxFileName is the longest file name (NAME_MAX).
+const maxFileName = 255
 
-func defaultContainer(c *v1.Container) {
-	if c.ImagePullPolicy == "" {
-		c.ImagePullPolicy = defaultPullPolicy(c.Image)
+func orUnknown(kind string) string {
+	if kind == "" {
+		return "document without a kind"
 	}
-	if c.TerminationMessagePath == "" {
-		c.TerminationMessagePath = v1.TerminationMessagePathDefault
-	}
-	if c.TerminationMessagePolicy == "" {
-		c.TerminationMessagePolicy = v1.TerminationMessageReadFile
-	}
-	for i := range c.Ports {
-		if c.Ports[i].Protocol == "" {
-			c.Ports[i].Protocol = v1.ProtocolTCP
-		}
-	}
-}
-
-// defaultPullPolicy is Always for ":latest" or an untagged, undigested
-// reference, IfNotPresent otherwise.
-func defaultPullPolicy(image string) v1.PullPolicy {
-	if strings.Contains(image, "@") {
-		return v1.PullIfNotPresent
-	}
-	last := image[strings.LastIndex(image, "/")+1:]
-	i := strings.LastIndex(last, ":")
-	if i < 0 || last[i+1:] == "latest" {
-		return v1.PullAlways
-	}
-	return v1.PullIfNotPresent
+	return kind
 }

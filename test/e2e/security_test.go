@@ -208,3 +208,31 @@ func TestSkippedFilesListed(t *testing.T) {
 		t.Fatal("the good pod stopped")
 	}
 }
+
+// Resources at the API server's level: negative limits are refused with
+// their field path; a pod with only limits gets requests = limits (the
+// API's defaulting) and so is refused OutOfcpu on this small node.
+func TestResourceValidationAndDefaulting(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	res := func(name, resources string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec:\n  containers:\n  - name: main\n    image: " + busybox +
+			"\n    command: [sleep, \"1000\"]\n    resources: " + resources + "\n"
+	}
+	a.write("negative.yaml", res("negative", `{limits: {cpu: "-1", memory: "-5Mi"}}`))
+	a.write("huge.yaml", res("huge", `{limits: {cpu: "100", memory: 64Gi}}`))
+	eventually(t, 10*time.Second, "negative limits refused with the field paths", func() bool {
+		probs, _ := status.ReadSourceProblems(filepath.Join(a.root, "status"))
+		why := probs["file"]["negative.yaml"]
+		return strings.Contains(why, "spec.containers[0].resources.limits[cpu]") &&
+			strings.Contains(why, "spec.containers[0].resources.limits[memory]")
+	})
+	eventually(t, 10*time.Second, "limits-only pod refused OutOfcpu", func() bool {
+		p := a.status("huge")
+		return p != nil && p.Status.Phase == v1.PodFailed && p.Status.Reason == "OutOfcpu"
+	})
+	if len(a.sandboxes("negative")) != 0 || len(a.sandboxes("huge")) != 0 {
+		t.Fatal("a refused pod reached the runtime")
+	}
+}
