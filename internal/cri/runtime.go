@@ -2,9 +2,12 @@ package cri
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/backoff"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // Config configures a Runtime.
@@ -62,6 +66,10 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Client == nil || cfg.Logger == nil || cfg.Clock == nil || cfg.RootDir == "" || cfg.PodLogsDir == "" {
 		return nil, errors.New("cri runtime: Client, Logger, Clock, RootDir and PodLogsDir are required")
 	}
+	// Pod directories are removed by path: work with the roots as the
+	// kernel sees them (symlinks resolved), so that mounts beneath them
+	// are recognised as such.
+	cfg.RootDir, cfg.PodLogsDir = volume.Canonical(cfg.RootDir), volume.Canonical(cfg.PodLogsDir)
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
@@ -86,12 +94,26 @@ func (r *Runtime) PodLogDir(p *v1.Pod) string { return r.podLogDir(p.Namespace, 
 
 // podLogDir is <PodLogsDir>/<ns>_<name>_<uid>, the kubelet's layout.
 func (r *Runtime) podLogDir(namespace, name string, uid types.UID) string {
-	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+string(uid))
+	return childDir(r.cfg.PodLogsDir, namespace+"_"+name+"_"+string(uid))
 }
 
 // PodDir is a pod's directory under RootDir.
 func (r *Runtime) PodDir(uid string) string {
-	return filepath.Join(r.cfg.RootDir, "pods", uid)
+	return childDir(filepath.Join(r.cfg.RootDir, "pods"), uid)
+}
+
+// childDir joins one path element to root. Sources validate names and
+// UIDs; this is the second line (a sandbox label written by someone
+// else, a future source): an element that is not a plain name (a
+// separator, ".", "..") would make a pod's directory some other directory
+// that removal then deletes, so it is replaced by a name derived from its
+// hash, which stays beneath root and matches nothing real.
+func childDir(root, elem string) string {
+	if elem == "" || elem == "." || elem == ".." || strings.ContainsAny(elem, "/\x00") {
+		sum := sha256.Sum256([]byte(elem))
+		elem = "invalid-" + hex.EncodeToString(sum[:8])
+	}
+	return filepath.Join(root, elem)
 }
 
 func (r *Runtime) event(p *v1.Pod, eventType, reason, format string, args ...any) {

@@ -3,6 +3,7 @@ package podsource
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,8 @@ func Validate(p *v1.Pod) field.ErrorList {
 // validateMeta checks metadata: the full static pod name (name-<node>)
 // is a DNS subdomain, namespace, labels, annotations and the annotations
 // the API server reads on pods.
+var uidRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
 func validateMeta(p *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	meta := field.NewPath("metadata")
@@ -50,6 +53,14 @@ func validateMeta(p *v1.Pod) field.ErrorList {
 	}
 	for _, msg := range apivalidation.ValidateNamespaceName(p.Namespace, false) {
 		errs = append(errs, field.Invalid(meta.Child("namespace"), p.Namespace, msg))
+	}
+	// The UID names the pod's directories (<root>/pods/<uid>, the log
+	// directory): a manifest that pins one must not be able to point
+	// them anywhere else. The API server generates UUIDs; accept those and
+	// other plain tokens.
+	if p.UID != "" && !uidRE.MatchString(string(p.UID)) {
+		errs = append(errs, field.Invalid(meta.Child("uid"), p.UID,
+			"must be 1-64 letters, digits, '-' or '_', starting with a letter or digit"))
 	}
 	errs = append(errs, metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
 	ann := meta.Child("annotations")

@@ -171,7 +171,9 @@ func MountsUnder(dir string) ([]string, error) {
 		return nil, err
 	}
 	defer f.Close()
-	dir = filepath.Clean(dir)
+	// mountinfo holds resolved paths: a root reached through a symlink
+	// must be compared as what it resolves to, or its mounts go unseen.
+	dir = Canonical(dir)
 	var out []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -190,6 +192,27 @@ func MountsUnder(dir string) ([]string, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out, nil
+}
+
+// Canonical is path made absolute with every symlink resolved, as far as
+// it exists; the rest is appended as given.
+func Canonical(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	rest := ""
+	for cur := abs; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for a space…) of a
@@ -232,6 +255,7 @@ func UnmountUnder(dir string) error {
 // it unmounts first and refuses to remove when a mount remains, so a bind
 // mount of a hostPath can never be emptied through the pod directory.
 func RemoveAll(dir string) error {
+	dir = Canonical(dir)
 	if err := UnmountUnder(dir); err != nil {
 		return err
 	}

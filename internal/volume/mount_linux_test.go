@@ -1,0 +1,106 @@
+package volume
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The bind-mount paths need root (mount(2)); nodeagent runs as root and
+// `make test` runs as root, so these run there.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for mount(2); `make test` runs as root")
+	}
+}
+
+// A subPath bind mount shows the checked object; rebinding replaces it;
+// RemoveAll of the pod directory unmounts first and never deletes the
+// volume's content through the mount — also when the root is reached
+// through a symlink.
+func TestBindSubPathAndRemoveAll(t *testing.T) {
+	requireRoot(t)
+	for _, viaSymlink := range []bool{false, true} {
+		name := "plain root"
+		if viaSymlink {
+			name = "root through a symlink"
+		}
+		t.Run(name, func(t *testing.T) {
+			base := t.TempDir()
+			host := filepath.Join(base, "hostdata")
+			realRoot := filepath.Join(base, "real-root")
+			for _, d := range []string{filepath.Join(host, "sub"), realRoot} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			precious := filepath.Join(host, "sub", "precious")
+			if err := os.WriteFile(precious, []byte("keep"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(host, "file"), []byte("f"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			root := realRoot
+			if viaSymlink {
+				root = filepath.Join(base, "link-root")
+				if err := os.Symlink(realRoot, root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			podDir := filepath.Join(root, "pods", "uid1")
+			dirTarget := filepath.Join(podDir, "volume-subpaths", "v", "c", "0")
+			fileTarget := filepath.Join(podDir, "volume-subpaths", "v", "c", "1")
+			t.Cleanup(func() { UnmountUnder(base) })
+			if err := BindSubPath(host, "sub", dirTarget); err != nil {
+				t.Fatal(err)
+			}
+			if err := BindSubPath(host, "file", fileTarget); err != nil {
+				t.Fatal(err)
+			}
+			// Bound again (a restarted container): still one mount each.
+			if err := BindSubPath(host, "sub", dirTarget); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dirTarget, "precious")); err != nil || string(b) != "keep" {
+				t.Fatalf("through the mount: %q, %v", b, err)
+			}
+			if b, err := os.ReadFile(fileTarget); err != nil || string(b) != "f" {
+				t.Fatalf("file mount: %q, %v", b, err)
+			}
+			mps, err := MountsUnder(podDir)
+			if err != nil || len(mps) != 2 {
+				t.Fatalf("MountsUnder = %v, %v; want the 2 bind mounts", mps, err)
+			}
+			if err := RemoveAll(podDir); err != nil {
+				t.Fatalf("RemoveAll: %v", err)
+			}
+			if _, err := os.Stat(podDir); !os.IsNotExist(err) {
+				t.Fatalf("pod directory still there: %v", err)
+			}
+			if b, err := os.ReadFile(precious); err != nil || string(b) != "keep" {
+				t.Fatalf("the volume's content was deleted through the mount: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// A symlink planted after the check cannot redirect the mount: what is
+// mounted is the opened directory.
+func TestBindSubPathRefusesEscape(t *testing.T) {
+	requireRoot(t)
+	vol, outside := volumeTree(t)
+	target := filepath.Join(t.TempDir(), "m")
+	t.Cleanup(func() { UnmountUnder(filepath.Dir(target)) })
+	if err := BindSubPath(vol, "rel", target); err == nil {
+		t.Fatal("bound a symlink that leads out of the volume")
+	}
+	if mps, _ := MountsUnder(filepath.Dir(target)); len(mps) != 0 {
+		t.Fatalf("mounts left: %v", mps)
+	}
+	entries, _ := os.ReadDir(outside)
+	if len(entries) != 1 {
+		t.Fatalf("outside now holds %d entries", len(entries))
+	}
+}
