@@ -153,10 +153,12 @@ func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecur
 // restart count is one more than the newest earlier instance's, so it
 // survives an agent restart through the container annotation.
 //
-// A container created but not started is removed again (in a fresh,
-// bounded context, so a canceled sync still rolls back), as containerd's
-// CRI plugin undoes each step it took: no half-made container outlives
-// the failure.
+// A container created but left unstarted by a failure is removed again
+// (in a fresh, bounded context, so a canceled sync still rolls back), as
+// containerd's CRI plugin undoes each step it took. One whose start the
+// runtime recorded as an exit (containerd: exit 128, StartError) is kept,
+// as the kubelet keeps it: it is the instance the restart policy, the
+// CrashLoopBackOff and the restart count are judged on.
 func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger) (retErr error) {
 	imageRef, err := r.ensureImage(ctx, p, c, sandbox)
 	if err != nil {
@@ -188,8 +190,12 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CallTimeout)
 		defer cancel()
+		st, err := r.c.ContainerStatus(rctx, &runtimeapi.ContainerStatusRequest{ContainerId: created.ContainerId})
+		if err == nil && st.Status != nil && st.Status.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			return // an exited instance: kept for the restart policy
+		}
 		if err := r.RemoveContainer(rctx, created.ContainerId); err != nil {
-			log.Warn("remove container that failed to start; housekeeping retries", zap.Error(err))
+			log.Warn("remove container that failed to start; removed with its pod otherwise", zap.Error(err))
 		}
 	}()
 	r.event(p, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)

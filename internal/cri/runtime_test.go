@@ -632,6 +632,22 @@ func TestSyncPodStartErrors(t *testing.T) {
 	}
 }
 
+// A start the runtime records as an exit (containerd: 128, StartError) is
+// kept, as the kubelet keeps it: the restart policy and the restart count
+// are judged on it.
+func TestSyncPodStartRecordedAsExitIsKept(t *testing.T) {
+	h := newHarness(t)
+	h.fake.FailStarts(128)
+	res := h.sync(webPod)
+	if w := res.Waiting["app"]; w.Reason != cri.ReasonRunContainerError {
+		t.Errorf("Waiting[app] = %+v, want RunContainerError", w)
+	}
+	cs := h.fake.Containers()
+	if len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || cs[0].ExitCode != 128 {
+		t.Fatalf("containers after a start recorded as an exit: %+v, want the exited instance kept", cs)
+	}
+}
+
 func TestSyncPodConfigError(t *testing.T) {
 	h := newHarness(t)
 	p := webPod.DeepCopy()

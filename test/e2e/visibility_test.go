@@ -192,3 +192,31 @@ func TestRuntimeOutage(t *testing.T) {
 		t.Error("node state file left after recovery")
 	}
 }
+
+// A container whose process cannot start is kept as containerd records it
+// (exit 128, StartError): a restartPolicy Never pod ends Failed instead of
+// being retried forever.
+func TestStartErrorNeverPodFails(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	a.write("nostart.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: nostart}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: main, image: `+busybox+`, command: ["/no/such/binary"]}
+`)
+	eventually(t, 60*time.Second, "pod Failed with the container terminated (128)", func() bool {
+		p := a.status("nostart")
+		if p == nil || p.Status.Phase != v1.PodFailed || len(p.Status.ContainerStatuses) != 1 {
+			return false
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		return term != nil && term.ExitCode == 128
+	})
+	if n := len(a.containers("nostart", "main")); n != 1 {
+		t.Fatalf("%d instances of the container, want the one that failed to start", n)
+	}
+}

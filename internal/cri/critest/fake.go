@@ -61,6 +61,19 @@ type Fake struct {
 	sandboxes  map[string]*Sandbox
 	containers map[string]*Container
 	images     map[string]string // image name → image ref
+	// startExit, when set, makes StartContainer fail the way containerd
+	// does when the process cannot be started: the container is recorded
+	// as exited with this code (reason StartError) and an error returned.
+	startExit *int32
+}
+
+// FailStarts makes every later StartContainer fail as containerd does
+// when the process cannot start: the container is recorded EXITED with
+// exitCode and reason StartError, and the call returns an error.
+func (f *Fake) FailStarts(exitCode int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.startExit = &exitCode
 }
 
 // New returns an empty Fake whose timestamps come from c.
@@ -387,6 +400,12 @@ func (f *Fake) StartContainer(_ context.Context, in *runtimeapi.StartContainerRe
 	}
 	if c.State != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, status.Errorf(codes.FailedPrecondition, "container %q is %s, not created", c.ID, c.State)
+	}
+	if f.startExit != nil {
+		c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+		c.ExitCode, c.Reason = *f.startExit, "StartError"
+		c.StartedAt, c.FinishedAt = f.clock.Now().UnixNano(), f.clock.Now().UnixNano()
+		return nil, status.Errorf(codes.Unknown, "failed to create containerd task: exec: no such file or directory")
 	}
 	c.State = runtimeapi.ContainerState_CONTAINER_RUNNING
 	c.StartedAt = f.clock.Now().UnixNano()
