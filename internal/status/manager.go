@@ -52,6 +52,13 @@ type Manager struct {
 	// reached (nil otherwise); every pod is then published as Unknown.
 	unreachable error
 	since       metav1.Time
+	// unverified holds the pods not synced since the runtime came back:
+	// they stay Unknown until a sync has looked at the runtime again.
+	unverified map[pod.UID]bool
+	// wmu serialises writing and removing status files (taken before mu),
+	// so that a file always ends up showing the newest state: the loop
+	// (admission, termination, health) and the pod's worker both publish.
+	wmu sync.Mutex
 }
 
 type deletion struct {
@@ -76,7 +83,7 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 	}
 	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
 		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{},
-		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}}, nil
+		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}}, nil
 }
 
 // Admitted publishes a pod the moment the loop admits it, before any
@@ -85,7 +92,14 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 // runtime's list-level view st shows. Its startTime is set now (or to the
 // first sandbox's creation when one exists).
 func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
+	m.mu.Lock()
+	_, readded := m.terminating[p.UID] // re-added while it was being removed
+	delete(m.terminating, p.UID)
+	m.mu.Unlock()
 	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName))
+	if readded {
+		m.write(p) // the same status, without the deletion mark
+	}
 }
 
 // Terminating marks a pod whose removal began: it is published with a
@@ -98,19 +112,17 @@ func (m *Manager) Terminating(p *v1.Pod, gracePeriod int64) {
 		return
 	}
 	m.terminating[p.UID] = deletion{at: metav1.NewTime(m.clock.Now()), grace: gracePeriod}
-	s, had := m.last[p.UID]
 	m.mu.Unlock()
-	if had {
-		m.write(p, s)
-	}
+	m.write(p)
 }
 
 // RuntimeHealth reports the runtime's (or the PLEG's) health as the loop
 // sees it. While err is non-nil every published pod shows phase Unknown,
 // reason RuntimeUnreachable, not ready and without a pod IP — what the
 // agent last saw can no longer be vouched for — and the node's state is
-// published for `nodeagent pods`. nil restores the last computed statuses
-// until the next syncs replace them.
+// published for `nodeagent pods`. When it is back (nil) the pods stay
+// Unknown, now "waiting for the first sync", until their next sync has
+// looked at the runtime again.
 func (m *Manager) RuntimeHealth(err error) {
 	m.mu.Lock()
 	was := m.unreachable
@@ -119,8 +131,11 @@ func (m *Manager) RuntimeHealth(err error) {
 		m.since = metav1.NewTime(m.clock.Now())
 	}
 	pods := make([]*v1.Pod, 0, len(m.pods))
-	for _, p := range m.pods {
+	for uid, p := range m.pods {
 		pods = append(pods, p)
+		if err != nil {
+			m.unverified[uid] = true
+		}
 	}
 	changed := (was == nil) != (err == nil)
 	var nodeErr error
@@ -141,12 +156,7 @@ func (m *Manager) RuntimeHealth(err error) {
 		return
 	}
 	for _, p := range pods {
-		m.mu.Lock()
-		s, ok := m.last[p.UID]
-		m.mu.Unlock()
-		if ok {
-			m.write(p, s)
-		}
+		m.write(p)
 	}
 }
 
@@ -182,11 +192,17 @@ func writeJSON(path string, v any) error {
 	return writeAtomic(path, body)
 }
 
-// unknown is the status shown while the runtime is unreachable.
+// unknown is the status shown while the runtime is unreachable (err set)
+// or until the pod's first sync after it came back.
 func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
 	out := *s.DeepCopy()
-	out.Message = fmt.Sprintf("container runtime unreachable since %s (last known phase %s): %v",
-		since.UTC().Format("2006-01-02T15:04:05Z"), s.Phase, err)
+	if err != nil {
+		out.Message = fmt.Sprintf("container runtime unreachable since %s (last known phase %s): %v",
+			since.UTC().Format("2006-01-02T15:04:05Z"), s.Phase, err)
+	} else {
+		out.Message = fmt.Sprintf("container runtime reachable again after an outage since %s; waiting for the pod's first sync (last known phase %s)",
+			since.UTC().Format("2006-01-02T15:04:05Z"), s.Phase)
+	}
 	out.Phase = v1.PodUnknown
 	out.Reason = "RuntimeUnreachable"
 	out.PodIP, out.PodIPs = "", nil
@@ -216,12 +232,15 @@ func (m *Manager) Refused(p *v1.Pod, reason, message string) {
 
 // Removed deletes a pod's status file.
 func (m *Manager) Removed(p *v1.Pod) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.last, p.UID)
 	delete(m.events, p.UID)
 	delete(m.pods, p.UID)
 	delete(m.terminating, p.UID)
+	delete(m.unverified, p.UID)
 	if m.owner[m.path(p)] != p.UID {
 		return // another pod of the same name owns the files now
 	}
@@ -278,7 +297,11 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 			}
 		}
 	}
-	changed := !had || !statusEqual(prev, s) || m.owner[m.path(p)] != p.UID || m.pods[p.UID] != p
+	changed := !had || !statusEqual(prev, s) || m.owner[m.path(p)] != p.UID || m.pods[p.UID] != p ||
+		(m.unverified[p.UID] && m.unreachable == nil)
+	if m.unreachable == nil {
+		delete(m.unverified, p.UID) // a sync after the outage: verified
+	}
 	m.last[p.UID] = s
 	m.pods[p.UID] = p
 	m.owner[m.path(p)] = p.UID
@@ -290,18 +313,26 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 		m.log.Info("pod phase", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 			zap.String("phase", string(s.Phase)), zap.String("reason", s.Reason))
 	}
-	m.write(p, s)
+	m.write(p)
 }
 
-// write publishes p with status s, marked as terminating or unknown when
-// it is.
-func (m *Manager) write(p *v1.Pod, s v1.PodStatus) {
+// write publishes p with its newest status, marked as terminating or
+// unknown when it is. Writes are serialised and each reads the state at
+// its own moment, so the last write shows the newest state; a removed
+// pod is not written again.
+func (m *Manager) write(p *v1.Pod) {
+	m.wmu.Lock()
+	defer m.wmu.Unlock()
 	m.mu.Lock()
+	s, ok := m.last[p.UID]
 	del, terminating := m.terminating[p.UID]
-	down, since := m.unreachable, m.since
+	down, since, unverified := m.unreachable, m.since, m.unverified[p.UID]
 	owned := m.owner[m.path(p)] == p.UID
+	if cur := m.pods[p.UID]; cur != nil {
+		p = cur
+	}
 	m.mu.Unlock()
-	if !owned {
+	if !ok || !owned {
 		return
 	}
 	out := p.DeepCopy()
@@ -310,7 +341,7 @@ func (m *Manager) write(p *v1.Pod, s v1.PodStatus) {
 		out.DeletionTimestamp = &del.at
 		out.DeletionGracePeriodSeconds = &del.grace
 	}
-	if down != nil {
+	if down != nil || unverified {
 		s = unknown(s, since, down)
 	}
 	out.Status = s

@@ -298,11 +298,47 @@ func TestManagerRuntimeUnreachable(t *testing.T) {
 		t.Errorf("node state = %+v, %v; want unreachable with the error", node, err)
 	}
 	m.RuntimeHealth(nil)
-	if got := listOne(t, dir); got.Status.Phase != v1.PodRunning || got.Status.PodIP != before.Status.PodIP {
-		t.Errorf("after recovery: phase %s ip %q, want the last computed status back", got.Status.Phase, got.Status.PodIP)
+	// Back, but nothing has looked at the runtime yet: still Unknown.
+	if got := listOne(t, dir); got.Status.Phase != v1.PodUnknown || !strings.Contains(got.Status.Message, "waiting for the pod's first sync") {
+		t.Errorf("after recovery, before a sync: phase %s message %q; want Unknown waiting for a sync", got.Status.Phase, got.Status.Message)
 	}
 	if node, _ := ReadNodeState(dir); node != nil {
 		t.Errorf("node state after recovery = %+v, want none", node)
+	}
+	// The first sync (even with the same outcome as before) publishes.
+	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+	if got := listOne(t, dir); got.Status.Phase != v1.PodRunning || got.Status.PodIP != before.Status.PodIP {
+		t.Errorf("after the first sync: phase %s ip %q, want Running with its IP", got.Status.Phase, got.Status.PodIP)
+	}
+}
+
+// A pod re-added while it was being removed is no longer Terminating.
+func TestManagerReaddedWhileTerminating(t *testing.T) {
+	m, dir, _ := newManager(t)
+	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+	m.Terminating(mgrPodA, 30)
+	m.Admitted(mgrPodA, runtimeStatus(sbReady, running("app", false)))
+	if got := listOne(t, dir); got.DeletionTimestamp != nil {
+		t.Fatalf("re-added pod still marked for deletion at %v", got.DeletionTimestamp)
+	}
+}
+
+// The loop and a worker publish concurrently: whatever the interleaving,
+// a removed pod's file does not come back.
+func TestManagerRemovedStaysRemoved(t *testing.T) {
+	for i := 0; i < 500; i++ {
+		m, dir, _ := newManager(t)
+		m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
+		done := make(chan struct{})
+		go func() {
+			m.RuntimeHealth(errors.New("down"))
+			close(done)
+		}()
+		m.Removed(mgrPodA)
+		<-done
+		if pods, _ := List(dir); len(pods) != 0 {
+			t.Fatalf("iteration %d: a removed pod's status came back", i)
+		}
 	}
 }
 
