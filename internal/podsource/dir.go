@@ -222,22 +222,28 @@ func (d *Dir) checkLocked(name string) {
 		d.setProblemLocked(name, fmt.Sprintf("file is larger than %d bytes", maxManifestSize), nil)
 		return
 	}
+	d.readLocked(name, path)
+}
+
+// permittedLocked applies the permission policy to the opened file's
+// metadata (not to the path, which could be swapped between a check and
+// the read): false when the file is refused.
+func (d *Dir) permittedLocked(name string, info fs.FileInfo) bool {
 	why := insecure(info)
 	if why == "" && d.insecureDir != "" {
 		why = "its directory " + d.insecureDir
 	}
 	if why != "" && d.cfg.RefuseInsecure {
 		d.setProblemLocked(name, "refused: writable by others than root ("+why+"); fix the permissions or drop --manifest-permissions=refuse", nil)
-		return
+		return false
 	}
-	if f, ok := d.files[name]; why != "" && (!ok || f.insecure != why) {
+	f := d.entryLocked(name)
+	if why != "" && f.insecure != why {
 		d.log.Warn("manifest is writable by others than root: whoever can write it is root on this node",
 			zap.String("file", name), zap.String("problem", why))
 	}
-	d.readLocked(name, path)
-	if f, ok := d.files[name]; ok {
-		f.insecure = why
-	}
+	f.insecure = why
+	return true
 }
 
 // insecure says why a manifest (or its directory) could be written by
@@ -261,9 +267,12 @@ func insecure(info fs.FileInfo) string {
 
 // readLocked reads one regular file and parses it when its bytes changed.
 func (d *Dir) readLocked(name, path string) {
-	data, err := readLimited(path, maxManifestSize)
+	data, info, err := readLimited(path, maxManifestSize)
 	if err != nil {
 		d.setProblemLocked(name, fmt.Sprintf("read: %v", unwrapPathError(err)), nil)
+		return
+	}
+	if !d.permittedLocked(name, info) {
 		return
 	}
 	sum := sha256.Sum256(data)
@@ -327,27 +336,28 @@ func (d *Dir) parse(data []byte, log *zap.Logger) ([]*v1.Pod, error) {
 
 // readLimited reads at most limit bytes of a regular file; O_NONBLOCK so
 // that a file swapped for a FIFO after the stat cannot hang the source.
-func readLimited(path string, limit int64) ([]byte, error) {
+// It returns the opened file's metadata with its bytes.
+func readLimited(path string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fileKind(info.Mode()))
+		return nil, nil, fmt.Errorf("not a regular file (%s)", fileKind(info.Mode()))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("file is larger than %d bytes", limit)
+		return nil, nil, fmt.Errorf("file is larger than %d bytes", limit)
 	}
-	return data, nil
+	return data, info, nil
 }
 
 func unwrapPathError(err error) error {

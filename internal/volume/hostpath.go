@@ -12,7 +12,12 @@ import (
 // under podDir, the kubelet's layout.
 func EmptyDir(podDir, name string) (string, error) {
 	dir := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", name)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create emptyDir: %w", err)
+	}
+	// 0777 whatever the umask, as the kubelet: containers running as
+	// other users must be able to write their emptyDir.
+	if err := os.Chmod(dir, 0o777); err != nil {
 		return "", fmt.Errorf("create emptyDir: %w", err)
 	}
 	return dir, nil
