@@ -91,17 +91,22 @@ func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 	return nil
 }
 
-// fakeStatus records refusals and reports every removal on removed.
+// fakeStatus records refusals and reports every removal on removed,
+// every admission on admitted, every termination on terminating and every
+// health report on health.
 type fakeStatus struct {
-	mu      sync.Mutex
-	refused map[pod.UID]string
-	removed chan pod.UID
+	mu          sync.Mutex
+	refused     map[pod.UID]string
+	removed     chan pod.UID
+	admitted    chan pod.UID
+	terminating chan pod.UID
+	health      chan error
 }
 
 func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
-func (f *fakeStatus) Admitted(*v1.Pod, *pod.RuntimeStatus)               {}
-func (f *fakeStatus) Terminating(*v1.Pod, int64)                         {}
-func (f *fakeStatus) RuntimeHealth(error)                                {}
+func (f *fakeStatus) Admitted(p *v1.Pod, _ *pod.RuntimeStatus)           { f.admitted <- p.UID }
+func (f *fakeStatus) Terminating(p *v1.Pod, _ int64)                     { f.terminating <- p.UID }
+func (f *fakeStatus) RuntimeHealth(err error)                            { f.health <- err }
 func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -135,6 +140,7 @@ type rig struct {
 	// (OnPodSync).
 	synced chan struct{}
 	ctx    context.Context
+	cancel context.CancelFunc
 	ready  bool
 
 	healthMu   sync.Mutex
@@ -145,9 +151,10 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 	t.Helper()
 	clk := &armClock{FakeClock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), armed: make(chan time.Duration, 100)}
 	r := &rig{
-		rt:      &fakeRuntime{clock: clk, calls: make(chan call, 100)},
-		pleg:    plegtest.New(),
-		status:  &fakeStatus{refused: map[pod.UID]string{}, removed: make(chan pod.UID, 100)},
+		rt:   &fakeRuntime{clock: clk, calls: make(chan call, 100)},
+		pleg: plegtest.New(),
+		status: &fakeStatus{refused: map[pod.UID]string{}, removed: make(chan pod.UID, 100),
+			admitted: make(chan pod.UID, 100), terminating: make(chan pod.UID, 100), health: make(chan error, 100)},
 		clock:   clk,
 		updates: make(chan pod.Update, 10),
 		syncC:   make(chan time.Time, 1),
@@ -158,7 +165,7 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 	// The PLEG has relisted once before the loop starts.
 	r.pleg.Publish(clk.Now())
 	ctx, cancel := context.WithCancel(context.Background())
-	r.ctx = ctx
+	r.ctx, r.cancel = ctx, cancel
 	l, err := New(Config{
 		Updates: r.updates, Runtime: r.rt, PLEG: r.pleg, Status: r.status, Admit: chain,
 		SourcesReady:  func() bool { return r.ready },
@@ -490,6 +497,68 @@ func TestUnhealthyRuntimeHoldsTheLoop(t *testing.T) {
 				t.Fatalf("got %+v after recovery, want sync u1", c)
 			}
 		})
+	}
+}
+
+// The status sink hears of a pod on admission (before its first sync) and
+// on removal (before its kill); of the runtime going down once, however
+// long it stays down, and of its return, upon which every pod is synced
+// at once (not at its next resync).
+func TestStatusReportsAndResyncAfterOutage(t *testing.T) {
+	r := newRig(t, nil)
+	p := testPod("u1", "a")
+	r.step(t, add(r, p))
+	if uid := recv(t, r.status.admitted, "admission report"); uid != "u1" {
+		t.Fatalf("admitted %s, want u1", uid)
+	}
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want sync u1", c)
+	}
+	recv(t, r.synced, "first sync done")
+
+	r.healthMu.Lock()
+	r.runtimeErr = errors.New("down")
+	r.healthMu.Unlock()
+	done := make(chan struct{})
+	// Run on the rig's context: the worker started above lives on it too,
+	// and Run waits for every worker when it ends.
+	go func() { r.loop.Run(r.ctx); close(done) }()
+	defer func() { r.cancel(); <-done }()
+	w1 := r.clock.waitArmed(t)
+	if err := recv(t, r.status.health, "health report"); err == nil {
+		t.Fatal("reported healthy while down")
+	}
+	r.clock.Step(w1)
+	w2 := r.clock.waitArmed(t) // still down: checked again, not reported again
+	select {
+	case err := <-r.status.health:
+		t.Fatalf("a second report while still down: %v", err)
+	default:
+	}
+	r.healthMu.Lock()
+	r.runtimeErr = nil
+	r.healthMu.Unlock()
+	// 300ms in all: no sync tick (1s) and no resync (10s) is due.
+	r.clock.Step(w2)
+	if err := recv(t, r.status.health, "recovery report"); err != nil {
+		t.Fatalf("recovery reported as %v", err)
+	}
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v after the runtime's return, want an immediate sync of u1", c)
+	}
+}
+
+func TestRemovalReportsTerminating(t *testing.T) {
+	r := newRig(t, nil)
+	p := testPod("u1", "a")
+	r.step(t, add(r, p))
+	r.next(t)
+	r.step(t, remove(r, p))
+	if uid := recv(t, r.status.terminating, "terminating report"); uid != "u1" {
+		t.Fatalf("terminating %s, want u1", uid)
+	}
+	if c := r.next(t); c.op != "kill" {
+		t.Fatalf("got %+v, want kill", c)
 	}
 }
 
