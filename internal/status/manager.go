@@ -55,6 +55,9 @@ type Manager struct {
 	// unverified holds the pods not synced since the runtime came back:
 	// they stay Unknown until a sync has looked at the runtime again.
 	unverified map[pod.UID]bool
+	// refused holds the pods the admit chain turned down: they never
+	// reach the runtime, so its outages do not make them Unknown.
+	refused map[pod.UID]bool
 	// wmu serialises writing and removing status files (taken before mu),
 	// so that a file always ends up showing the newest state: the loop
 	// (admission, termination, health) and the pod's worker both publish.
@@ -83,7 +86,7 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 	}
 	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
 		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{},
-		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}}, nil
+		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}, refused: map[pod.UID]bool{}}, nil
 }
 
 // Admitted publishes a pod the moment the loop admits it, before any
@@ -95,6 +98,7 @@ func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	m.mu.Lock()
 	_, readded := m.terminating[p.UID] // re-added while it was being removed
 	delete(m.terminating, p.UID)
+	delete(m.refused, p.UID)
 	m.mu.Unlock()
 	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName))
 	if readded {
@@ -133,7 +137,7 @@ func (m *Manager) RuntimeHealth(err error) {
 	pods := make([]*v1.Pod, 0, len(m.pods))
 	for uid, p := range m.pods {
 		pods = append(pods, p)
-		if err != nil {
+		if err != nil && !m.refused[uid] {
 			m.unverified[uid] = true
 		}
 	}
@@ -226,6 +230,9 @@ func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
 // Refused publishes a pod the admit chain turned down: phase Failed with
 // the handler's reason and message, as the kubelet reports it.
 func (m *Manager) Refused(p *v1.Pod, reason, message string) {
+	m.mu.Lock()
+	m.refused[p.UID] = true
+	m.mu.Unlock()
 	m.Event(p, v1.EventTypeWarning, reason, message)
 	m.publish(p, v1.PodStatus{Phase: v1.PodFailed, Reason: reason, Message: "Pod was rejected: " + message})
 }
@@ -241,6 +248,7 @@ func (m *Manager) Removed(p *v1.Pod) {
 	delete(m.pods, p.UID)
 	delete(m.terminating, p.UID)
 	delete(m.unverified, p.UID)
+	delete(m.refused, p.UID)
 	if m.owner[m.path(p)] != p.UID {
 		return // another pod of the same name owns the files now
 	}
@@ -327,6 +335,9 @@ func (m *Manager) write(p *v1.Pod) {
 	s, ok := m.last[p.UID]
 	del, terminating := m.terminating[p.UID]
 	down, since, unverified := m.unreachable, m.since, m.unverified[p.UID]
+	if m.refused[p.UID] {
+		down, unverified = nil, false // never on the runtime
+	}
 	owned := m.owner[m.path(p)] == p.UID
 	if cur := m.pods[p.UID]; cur != nil {
 		p = cur

@@ -357,3 +357,18 @@ func TestManagerLongName(t *testing.T) {
 		t.Fatalf("events = %v, %v; want the one event", evs, err)
 	}
 }
+
+// A refused pod never reached the runtime: an outage does not make it
+// Unknown, before or after the runtime's return.
+func TestManagerRefusedPodUnaffectedByOutage(t *testing.T) {
+	m, dir, _ := newManager(t)
+	m.Refused(mgrPodA, "OutOfcpu", "Node didn't have enough resource: cpu")
+	m.RuntimeHealth(errors.New("down"))
+	if got := listOne(t, dir); got.Status.Phase != v1.PodFailed || got.Status.Reason != "OutOfcpu" {
+		t.Fatalf("refused pod during an outage: %s/%s, want Failed/OutOfcpu", got.Status.Phase, got.Status.Reason)
+	}
+	m.RuntimeHealth(nil)
+	if got := listOne(t, dir); got.Status.Phase != v1.PodFailed {
+		t.Fatalf("refused pod after the outage: %s, want Failed", got.Status.Phase)
+	}
+}
