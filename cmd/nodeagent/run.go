@@ -165,8 +165,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The runtime's conditions, read every 5s (every 1s while not ready): RuntimeReady gates the sync
-	// loop, NetworkReady only pods that need the pod network.
+	// The runtime's conditions, read every 5s (every second while it is
+	// not ready): RuntimeReady gates the sync loop, NetworkReady only pods
+	// that need the pod network.
 	var runtimeHealth, networkHealth atomic.Pointer[error]
 	checkHealth := func() {
 		rtErr, netErr := cri.Health(ctx, conn, 10*time.Second)

@@ -38,6 +38,11 @@ func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container, env []string) ([]*runtim
 			sub = expand(m.SubPathExpr, envMap(env))
 		}
 		if sub != "" {
+			// Every element is validated (volume and container names are
+			// DNS labels, the UID a plain token, childDir keeps the pod
+			// directory beneath its root) and volume-subpaths is never
+			// mounted into a container, so no container can plant a
+			// symlink on this path.
 			target := filepath.Join(r.PodDir(string(p.UID)), "volume-subpaths", m.Name, c.Name, strconv.Itoa(i))
 			if err := volume.BindSubPath(host, sub, target); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", m.Name, err)

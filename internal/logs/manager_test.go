@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -491,6 +492,9 @@ func TestRunPassesEveryInterval(t *testing.T) {
 	}
 }
 
+// waitFor yields until cond holds: the manager's goroutine reaching a
+// state (a list call made, its timers armed on the fake clock), not time
+// passing, decides it. The deadline only turns a hang into a failure.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -498,7 +502,7 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 10s")
 		}
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 }
 

@@ -460,8 +460,9 @@ func (d *Dir) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("inotify watcher closed")
 			}
-			changed := map[string]bool{filepath.Base(ev.Name): true}
-			full := d.collect(w.Events, changed) || filepath.Clean(ev.Name) == filepath.Clean(d.cfg.Path)
+			changed := map[string]bool{}
+			full := note(changed, ev, d.cfg.Path)
+			full = d.collect(w.Events, changed) || full
 			if full {
 				// The directory itself changed (replaced, moved): watch
 				// it anew and read everything.
@@ -511,8 +512,7 @@ func (d *Dir) collect(ch <-chan fsnotify.Event, names map[string]bool) (dirEvent
 			if !ok {
 				return dirEvent
 			}
-			names[filepath.Base(ev.Name)] = true
-			dirEvent = dirEvent || filepath.Clean(ev.Name) == filepath.Clean(d.cfg.Path)
+			dirEvent = note(names, ev, d.cfg.Path) || dirEvent
 		case <-t.C():
 			return dirEvent
 		}
@@ -525,10 +525,16 @@ func drain(ch <-chan fsnotify.Event, names map[string]bool, dir string) (dirEven
 	for {
 		select {
 		case ev := <-ch:
-			names[filepath.Base(ev.Name)] = true
-			dirEvent = dirEvent || filepath.Clean(ev.Name) == filepath.Clean(dir)
+			dirEvent = note(names, ev, dir) || dirEvent
 		default:
 			return dirEvent
 		}
 	}
+}
+
+// note records the file an event names; it reports whether the event was
+// about dir itself.
+func note(names map[string]bool, ev fsnotify.Event, dir string) bool {
+	names[filepath.Base(ev.Name)] = true
+	return filepath.Clean(ev.Name) == filepath.Clean(dir)
 }

@@ -106,24 +106,10 @@ func validateVolumeSource(src *v1.VolumeSource, fp *field.Path) field.ErrorList 
 		}
 	}
 	if s := src.Secret; s != nil {
-		p := fp.Child("secret")
-		if s.SecretName == "" {
-			errs = append(errs, field.Required(p.Child("secretName"), ""))
-		}
-		errs = append(errs, validateMode(s.DefaultMode, p.Child("defaultMode"))...)
-		for i := range s.Items {
-			errs = append(errs, validateKeyToPath(&s.Items[i], p.Child("items").Index(i))...)
-		}
+		errs = append(errs, validateKeyedSource(fp.Child("secret"), "secretName", s.SecretName, s.DefaultMode, s.Items)...)
 	}
 	if c := src.ConfigMap; c != nil {
-		p := fp.Child("configMap")
-		if c.Name == "" {
-			errs = append(errs, field.Required(p.Child("name"), ""))
-		}
-		errs = append(errs, validateMode(c.DefaultMode, p.Child("defaultMode"))...)
-		for i := range c.Items {
-			errs = append(errs, validateKeyToPath(&c.Items[i], p.Child("items").Index(i))...)
-		}
+		errs = append(errs, validateKeyedSource(fp.Child("configMap"), "name", c.Name, c.DefaultMode, c.Items)...)
 	}
 	if d := src.DownwardAPI; d != nil {
 		p := fp.Child("downwardAPI")
@@ -460,6 +446,20 @@ func validateLocalNonReservedPath(p string, fp *field.Path) field.ErrorList {
 	errs := validateLocalDescendingPath(p, fp)
 	if strings.HasPrefix(p, "..") && !strings.HasPrefix(p, "../") {
 		errs = append(errs, field.Invalid(fp, p, "must not start with '..'"))
+	}
+	return errs
+}
+
+// validateKeyedSource checks a secret or configMap volume: the object's
+// name (nameField), the default mode and each key-to-path item.
+func validateKeyedSource(p *field.Path, nameField, name string, mode *int32, items []v1.KeyToPath) field.ErrorList {
+	var errs field.ErrorList
+	if name == "" {
+		errs = append(errs, field.Required(p.Child(nameField), ""))
+	}
+	errs = append(errs, validateMode(mode, p.Child("defaultMode"))...)
+	for i := range items {
+		errs = append(errs, validateKeyToPath(&items[i], p.Child("items").Index(i))...)
 	}
 	return errs
 }
