@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/internal/node"
 )
 
 // options are nodeagent's settings. Flag names follow the kubelet's
@@ -41,13 +44,32 @@ type options struct {
 	cpuManagerPolicy         string
 	reservedCPUs             string
 	nodeLabels               kvFlag
-	kubeconfig               string
 	maxRestartBackoff        time.Duration
 	eventedPLEG              bool
 	manifestPermissions      string
 	healthzBindAddress       string
 	healthzPort              int
 	verbosity                int
+
+	// API mode.
+	kubeconfig                string
+	bootstrapKubeconfig       string
+	certDir                   string
+	rotateCertificates        bool
+	kubeAPIQPS                float64
+	kubeAPIBurst              int
+	registerNode              bool
+	registerWithTaints        string
+	taints                    []v1.Taint
+	nodeStatusUpdateFrequency time.Duration
+	nodeStatusReportFrequency time.Duration
+	nodeLeaseDurationSeconds  int
+	port                      int
+	kubeReserved              kvFlag
+	systemReserved            kvFlag
+	evictionHard              string
+	reserved                  []v1.ResourceList
+	hardThresholds            []node.Threshold
 
 	// Container log rotation (internal/logs); the size is a quantity
 	// string, parsed into containerLogMaxBytes by validate.
@@ -91,7 +113,7 @@ func (f *kvFlag) Set(s string) error {
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
-	o.nodeLabels.sep, o.manifestURLHeader.sep = "=", ":"
+	o.nodeLabels.sep, o.manifestURLHeader.sep, o.kubeReserved.sep, o.systemReserved.sep = "=", ":", "=", "="
 	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
 	fs.StringVar(&o.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); command-line flags override it")
 	fs.StringVar(&o.manifestDir, "manifest-dir", "", "directory of static pod manifests (YAML or JSON)")
@@ -116,7 +138,21 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none")
 	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the system (static policy)")
 	fs.Var(&o.nodeLabels, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of an API server to take pods from (not yet supported)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the node's kubeconfig: API mode (pods bound to this node, Node object, Lease, statuses, events); written by TLS bootstrap when --bootstrap-kubeconfig is given")
+	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig whose credential may create a CSR for the node's client certificate (TLS bootstrap)")
+	fs.StringVar(&o.certDir, "cert-dir", "", "where the node's certificates are kept (default <root-dir>/pki)")
+	fs.BoolVar(&o.rotateCertificates, "rotate-certificates", true, "request a new client certificate before the current one expires")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
+	fs.BoolVar(&o.registerNode, "register-node", true, "create the Node object when it does not exist")
+	fs.StringVar(&o.registerWithTaints, "register-with-taints", "", "taints of a newly registered Node: key=value:Effect,…")
+	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", 10*time.Second, "how often the node status is computed and posted when it changed")
+	fs.DurationVar(&o.nodeStatusReportFrequency, "node-status-report-frequency", 5*time.Minute, "how often the node status is posted when it did not change")
+	fs.IntVar(&o.nodeLeaseDurationSeconds, "node-lease-duration-seconds", 40, "duration of the node's Lease; renewed every quarter of it")
+	fs.IntVar(&o.port, "port", 10250, "the node server's port, published in the Node's daemonEndpoints")
+	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
+	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
+	fs.StringVar(&o.evictionHard, "eviction-hard", node.DefaultEvictionHard, "hard eviction thresholds, subtracted from capacity for allocatable")
 	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", true, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
 	fs.StringVar(&o.manifestPermissions, "manifest-permissions", "warn", "a manifest (or manifest directory) writable by others than root: 'warn' logs it, 'refuse' ignores the file and lists it as a problem")
@@ -223,10 +259,41 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 func (o *options) validate() error {
 	var errs []error
 	if o.manifestDir == "" && o.manifestURL == "" && o.kubeconfig == "" {
-		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config) and/or --manifest-url"))
+		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config), --manifest-url and/or --kubeconfig"))
 	}
-	if o.kubeconfig != "" {
-		errs = append(errs, errors.New("--kubeconfig: API server mode is not built yet; run with --manifest-dir"))
+	if o.bootstrapKubeconfig != "" && o.kubeconfig == "" {
+		errs = append(errs, errors.New("--bootstrap-kubeconfig needs --kubeconfig (the file TLS bootstrap writes)"))
+	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be > 0"))
+	}
+	if o.nodeLeaseDurationSeconds <= 0 {
+		errs = append(errs, errors.New("--node-lease-duration-seconds must be > 0"))
+	}
+	if taints, err := parseTaints(o.registerWithTaints); err != nil {
+		errs = append(errs, fmt.Errorf("--register-with-taints: %w", err))
+	} else {
+		o.taints = taints
+	}
+	for _, r := range []struct {
+		flag string
+		kv   kvFlag
+	}{{"--kube-reserved", o.kubeReserved}, {"--system-reserved", o.systemReserved}} {
+		l := v1.ResourceList{}
+		for k, v := range r.kv.m {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() < 0 {
+				errs = append(errs, fmt.Errorf("%s %s=%s: want a non-negative quantity", r.flag, k, v))
+				continue
+			}
+			l[v1.ResourceName(k)] = q
+		}
+		o.reserved = append(o.reserved, l)
+	}
+	if th, err := node.ParseThresholds(o.evictionHard); err != nil {
+		errs = append(errs, fmt.Errorf("--eviction-hard: %w", err))
+	} else {
+		o.hardThresholds = th
 	}
 	switch o.cpuManagerPolicy {
 	case "none", "":
@@ -261,4 +328,30 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--container-log-monitor-interval must be > 0"))
 	}
 	return errors.Join(errs...)
+}
+
+// parseTaints parses "key[=value]:Effect,…".
+func parseTaints(s string) ([]v1.Taint, error) {
+	var out []v1.Taint
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: want key=value:Effect", part)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		switch e := v1.TaintEffect(effect); e {
+		case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+			out = append(out, v1.Taint{Key: k, Value: v, Effect: e})
+		default:
+			return nil, fmt.Errorf("%q: effect must be NoSchedule, PreferNoSchedule or NoExecute", part)
+		}
+		if k == "" {
+			return nil, fmt.Errorf("%q: empty key", part)
+		}
+	}
+	return out, nil
 }

@@ -22,7 +22,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -30,8 +29,10 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cni"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/logs"
 	"github.com/nodeagent/nodeagent/internal/metrics"
+	"github.com/nodeagent/nodeagent/internal/node"
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podsource"
@@ -123,14 +124,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		zap.String("manifestDir", o.manifestDir), zap.String("runtime", o.containerRuntimeEndpoint))
 
 	if o.podCIDR != "" {
-		wrote, err := cni.EnsureDefault(o.cniConfDir, cni.BridgeConfig{
-			Name: "nodeagent", Bridge: "nabr0", PodCIDR: o.podCIDR, DataDir: filepath.Join(o.rootDir, "cni", "networks"),
-		})
-		if err != nil {
-			return fmt.Errorf("write default CNI config: %w", err)
-		}
-		if wrote {
-			log.Info("wrote default CNI config for the pod CIDR", zap.String("dir", o.cniConfDir), zap.String("podCIDR", o.podCIDR))
+		if err := ensureCNIConfig(o, o.podCIDR, log); err != nil {
+			return err
 		}
 	}
 	if n, err := cni.Check(o.cniConfDir, o.cniBinDir); err != nil {
@@ -144,26 +139,28 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	runtimeName := "containerd"
+	runtimeName, runtimeVersion := "containerd", ""
 	if info, err := cri.Check(ctx, conn, o.runtimeRequestTimeout); err != nil {
 		log.Warn("container runtime not ready yet; the sync loop waits for it", zap.Error(err))
 	} else {
-		runtimeName = info.Name
+		runtimeName, runtimeVersion = info.Name, info.Version
 		log.Info("container runtime", zap.String("name", info.Name), zap.String("version", info.Version), zap.String("cri", info.APIVersion))
 	}
 	if o.podCIDR != "" {
-		cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
-		_, err := conn.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{
-			RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: o.podCIDR}}})
-		cancel()
-		if err != nil {
-			log.Warn("pass pod CIDR to the runtime", zap.Error(err))
-		}
+		passPodCIDR(ctx, conn, o, o.podCIDR, log)
 	}
 
 	statuses, err := status.NewManager(statusDir, nodeName, runtimeName, nodeIP, clk, log)
 	if err != nil {
 		return err
+	}
+	var api *apiMode
+	if o.kubeconfig != "" {
+		if api, err = connectAPI(ctx, o, nodeName, log); err != nil {
+			return err
+		}
+		defer api.client.Stop()
+		statuses.SetPublisher(api.status)
 	}
 	// The runtime's conditions, read every 5s (every second while it is
 	// not ready): RuntimeReady gates the sync loop, NetworkReady only pods
@@ -192,6 +189,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		NodeName:  nodeName, NodeIP: nodeIP,
 		Recorder:      statuses,
 		NetworkHealth: load(&networkHealth),
+		Objects:       api.objects(),
 	})
 	if err != nil {
 		return err
@@ -203,6 +201,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	if o.manifestURL != "" {
 		sources = append(sources, pod.SourceHTTP)
+	}
+	if api != nil {
+		sources = append(sources, pod.SourceAPI)
 	}
 	mux := podsource.NewMux(sources...)
 	if o.manifestDir != "" {
@@ -244,6 +245,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	for k, v := range o.nodeLabels.m {
 		labels[k] = v
 	}
+	capacity := node.Capacity(o.rootDir, o.maxPods)
+	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
 	loop, err = syncloop.New(syncloop.Config{
 		Updates:      mux.Updates(),
 		SourcesReady: mux.SeenAll,
@@ -252,7 +255,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Status:       statuses,
 		Admit: admit.Chain{
 			admit.MaxPods(o.maxPods),
-			admit.Resources(allocatable()),
+			admit.Resources(allocatable),
 			admit.NodeSelector(labels),
 			admit.HostPorts(),
 		},
@@ -307,6 +310,44 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if o.eventedPLEG {
 		g.Go(func() error { plegG.RunEvented(gctx, rt, 10*time.Second); return nil })
 	}
+	if api != nil {
+		nodeMgr, err := node.New(node.Config{
+			Client: api.client.Clientset, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
+			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
+			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
+			RuntimeHealth: load(&runtimeHealth), NetworkHealth: load(&networkHealth), PLEGHealth: plegG.Healthy,
+			Images:          func(ctx context.Context) ([]v1.ContainerImage, error) { return nodeImages(ctx, conn, o.runtimeRequestTimeout) },
+			UpdateFrequency: o.nodeStatusUpdateFrequency, ReportFrequency: o.nodeStatusReportFrequency,
+			LeaseDuration: int32(o.nodeLeaseDurationSeconds),
+			OnPodCIDRs: func(cidrs []string) {
+				if o.podCIDR != "" {
+					return // the flag wins
+				}
+				log.Info("pod CIDR from the Node object", zap.Strings("podCIDRs", cidrs))
+				if err := ensureCNIConfig(o, cidrs[0], log); err != nil {
+					log.Error("CNI config for the Node's pod CIDR", zap.Error(err))
+				}
+				passPodCIDR(gctx, conn, o, strings.Join(cidrs, ","), log)
+			},
+			Recorder: api.status.Recorder(), Clock: clk, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		api.nodeUID = nodeMgr.UID
+		src, err := kubeapi.NewSource(kubeapi.SourceConfig{
+			Pods: api.pods, Checkpoint: filepath.Join(o.rootDir, "checkpoints", "api-pods.json"), Logger: log,
+			Sink: func(pods []*v1.Pod) { mux.Set(gctx, pod.SourceAPI, pods) },
+		})
+		if err != nil {
+			return err
+		}
+		api.pods.Start(gctx)
+		api.objs.Start(gctx)
+		g.Go(func() error { return nodeMgr.Run(gctx) })
+		g.Go(func() error { return src.Run(gctx) })
+		g.Go(func() error { api.status.Run(gctx); return nil })
+	}
 	g.Go(func() error { loop.Run(gctx); return nil })
 	g.Go(func() error { logRotation.Run(gctx); return nil })
 	g.Go(func() error {
@@ -342,14 +383,47 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	return err
 }
 
-// allocatable is the node's CPU and memory.
-func allocatable() v1.ResourceList {
-	l := v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI)}
-	var info syscall.Sysinfo_t
-	if syscall.Sysinfo(&info) == nil {
-		l[v1.ResourceMemory] = *resource.NewQuantity(int64(info.Totalram)*int64(info.Unit), resource.BinarySI)
+// ensureCNIConfig writes the default bridge conflist for podCIDR when the
+// CNI config dir has none.
+func ensureCNIConfig(o *options, podCIDR string, log *zap.Logger) error {
+	wrote, err := cni.EnsureDefault(o.cniConfDir, cni.BridgeConfig{
+		Name: "nodeagent", Bridge: "nabr0", PodCIDR: podCIDR, DataDir: filepath.Join(o.rootDir, "cni", "networks"),
+	})
+	if err != nil {
+		return fmt.Errorf("write default CNI config: %w", err)
 	}
-	return l
+	if wrote {
+		log.Info("wrote default CNI config for the pod CIDR", zap.String("dir", o.cniConfDir), zap.String("podCIDR", podCIDR))
+	}
+	return nil
+}
+
+// passPodCIDR tells the runtime the node's pod CIDR(s).
+func passPodCIDR(ctx context.Context, conn cri.Client, o *options, podCIDR string, log *zap.Logger) {
+	cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
+	defer cancel()
+	_, err := conn.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{
+		RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: podCIDR}}})
+	if err != nil {
+		log.Warn("pass pod CIDR to the runtime", zap.Error(err))
+	}
+}
+
+// nodeImages lists the runtime's images for the node status.
+func nodeImages(ctx context.Context, conn runtimeapi.ImageServiceClient, timeout time.Duration) ([]v1.ContainerImage, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := conn.ListImages(cctx, &runtimeapi.ListImagesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([][]string, len(resp.Images))
+	sizes := make([]int64, len(resp.Images))
+	for i, img := range resp.Images {
+		names[i] = append(append([]string{}, img.RepoDigests...), img.RepoTags...)
+		sizes[i] = int64(img.GetSize())
+	}
+	return node.ImagesFromList(names, sizes), nil
 }
 
 func firstIPv4() string {

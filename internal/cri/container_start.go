@@ -36,12 +36,12 @@ func (e *startError) Unwrap() error { return e.err }
 
 // containerConfig builds the CRI config of one container
 // (kuberuntime_container.go generateContainerConfig).
-func (r *Runtime) containerConfig(p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef, podIP string) (*runtimeapi.ContainerConfig, error) {
-	env, err := r.envFor(p, c, podIP)
+func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef, podIP string) (*runtimeapi.ContainerConfig, error) {
+	env, err := r.envFor(ctx, p, c, podIP)
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.mountsFor(p, c, env)
+	mounts, err := r.mountsFor(ctx, p, c, env, podIP)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 	if prev := st.Latest(c.Name, init); prev != nil {
 		restartCount = prev.RestartCount + 1
 	}
-	cfg, err := r.containerConfig(p, c, restartCount, init, imageRef, podIP)
+	cfg, err := r.containerConfig(ctx, p, c, restartCount, init, imageRef, podIP)
 	if err != nil {
 		return &startError{ReasonCreateContainerConfigError, err}
 	}

@@ -8,6 +8,20 @@
 // configs, init containers in order, CrashLoopBackOff, killing pods, and
 // listing what the agent owns for PLEG and housekeeping.
 //
+// What pods read from the API server comes through Objects (ConfigMaps,
+// Secrets, service account tokens, service env vars), which API mode
+// supplies and standalone mode leaves nil: the container environment
+// (envFrom, configMapKeyRef/secretKeyRef, service variables), the
+// content of configMap, secret, downwardAPI and projected volumes
+// (written with volume.WriteAtomic under <pod>/volumes/kubernetes.io~*,
+// re-rendered on every sync of a pod with running containers, tokens
+// cached and renewed after 80% of their life) and the credentials of
+// imagePullSecrets (the kubelet's keyring matching). A missing required
+// object is a CreateContainerConfigError that the next sync retries;
+// without Objects only downward API volumes render. Not done: fsGroup /
+// per-file owners on these volumes, tmpfs for secrets, clusterTrustBundle
+// and podCertificate projections.
+//
 // It does not own when to do any of this (syncloop), which pods are wanted
 // (podsource) or the pod's reported status (status).
 //

@@ -1,13 +1,18 @@
 package cri
 
 import (
+	"context"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestExpand(t *testing.T) {
@@ -132,18 +137,38 @@ func TestEnvFor(t *testing.T) {
 			name: "configMap reference needs an API server",
 			env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
 				LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Key: "k"}}}},
-			wantErr: `env "X": only fieldRef`,
+			wantErr: `couldn't get configMap prod/cm without an API server: nodeagent runs standalone`,
+		},
+		{
+			name: "optional configMap reference needs an API server too",
+			env: []v1.EnvVar{{Name: "X", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+				LocalObjectReference: v1.LocalObjectReference{Name: "cm"}, Key: "k", Optional: ptr.To(true)}}}},
+			wantErr: `without an API server`,
 		},
 		{
 			name:    "envFrom needs an API server",
 			envFrom: []v1.EnvFromSource{{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "s"}}}},
-			wantErr: "envFrom",
+			wantErr: "couldn't get secret prod/s without an API server",
+		},
+		{
+			name: "labels and annotations as a whole",
+			env:  []v1.EnvVar{fieldEnv("L", "metadata.labels"), fieldEnv("A", "metadata.annotations")},
+			want: []string{"L=app=\"web\"\ntier=\"front\"", "A=owner=\"ops\""},
+		},
+		{
+			name: "resource of the container, limit defaulted to the node's CPUs",
+			env: []v1.EnvVar{
+				{Name: "CPU", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}},
+				{Name: "MEM_MI", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{
+					Resource: "requests.memory", Divisor: resource.MustParse("1Mi")}}},
+			},
+			want: []string{"CPU=" + strconv.Itoa(runtime.NumCPU()), "MEM_MI=0"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &v1.Container{Name: "app", Env: tt.env, EnvFrom: tt.envFrom}
-			got, err := r.envFor(envPod, c, "10.88.0.7")
+			got, err := r.envFor(context.Background(), envPod, c, "10.88.0.7")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("envFor() error = %v, want one containing %q", err, tt.wantErr)

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -35,7 +36,9 @@ func (e *imageError) Error() string { return e.msg }
 // ensureImage makes sure c's image is present according to its pull
 // policy and returns the image reference to create the container with.
 // While a pull of the image for this pod is backed off it returns an
-// ImagePullBackOff error without asking the registry.
+// ImagePullBackOff error without asking the registry. A pull uses the
+// pod's imagePullSecrets that match the image's registry
+// (pullCredentials).
 func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	if c.Image == "" {
 		return "", &imageError{reason: ReasonInvalidImageName, msg: fmt.Sprintf("container %q has no image", c.Name)}
@@ -66,12 +69,13 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		return "", &imageError{ReasonImagePullBackOff, fmt.Sprintf("Back-off pulling image %q", c.Image), left}
 	}
 	log := r.log.With(zap.String("pod", p.Namespace+"/"+p.Name), zap.String("container", c.Name), zap.String("image", c.Image))
-	log.Info("pulling image")
+	creds := r.pullCredentials(ctx, p, c.Image, log)
+	log.Info("pulling image", zap.Int("credentials", len(creds)))
 	r.event(p, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
 	start := r.cfg.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.PullTimeout)
 	defer cancel()
-	resp, err := r.c.PullImage(cctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	resp, err := r.pull(cctx, spec, sandbox, creds)
 	if err != nil && ctx.Err() != nil {
 		// Cancelled by the pod's removal: not the registry's fault, no backoff.
 		return "", &imageError{reason: ReasonErrImagePull, msg: fmt.Sprintf("pull image %q: %v", c.Image, ctx.Err())}
@@ -90,6 +94,34 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 	log.Info("pulled image", zap.String("imageRef", resp.ImageRef))
 	r.event(p, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", c.Image, r.cfg.Clock.Since(start).Round(time.Millisecond))
 	return resp.ImageRef, nil
+}
+
+// pull pulls an image anonymously when there are no credentials, else
+// with each in turn until one succeeds. As the kubelet, a failure with
+// every credential is not followed by an anonymous attempt: the errors
+// are reported together.
+func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig, creds []*runtimeapi.AuthConfig) (*runtimeapi.PullImageResponse, error) {
+	if len(creds) == 0 {
+		return r.c.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+	}
+	var errs []error
+	for _, auth := range creds {
+		resp, err := r.c.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth, SandboxConfig: sandbox})
+		if err == nil {
+			return resp, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	for i := range errs {
+		errs[i] = translate(errs[i])
+	}
+	return nil, utilerrors.NewAggregate(errs)
 }
 
 // asImageError extracts an image error.

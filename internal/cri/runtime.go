@@ -46,6 +46,9 @@ type Config struct {
 	// Recorder, if set, receives the kubelet's pod events (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed, …).
 	Recorder Recorder
+	// Objects, set in API mode, reads ConfigMaps, Secrets, service
+	// account tokens and service env vars; nil in standalone mode.
+	Objects Objects
 }
 
 // Recorder receives events about pods. Called from pod workers
@@ -56,9 +59,10 @@ type Recorder interface {
 
 // Runtime drives pods on a CRI runtime.
 type Runtime struct {
-	cfg Config
-	c   Client
-	log *zap.Logger
+	cfg    Config
+	c      Client
+	log    *zap.Logger
+	tokens tokenCache // service account tokens of projected volumes
 }
 
 // New validates cfg and returns a Runtime.

@@ -73,6 +73,9 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		log.Info("sandbox ready", zap.String("sandboxID", id), zap.Uint32("attempt", a.attempt), zap.String("podIP", podIP))
 	}
 	log = log.With(zap.String("sandboxID", sandboxID))
+	// Running containers see ConfigMap, Secret, label and token updates:
+	// their rendered volumes are written again (a no-op when unchanged).
+	r.refreshVolumes(ctx, p, st, sandboxID, podIP, log)
 	if a.nextInit >= 0 {
 		r.startOne(ctx, p, &p.Spec.InitContainers[a.nextInit], true, sandboxID, sbCfg, st, podIP, log, &res)
 		return res

@@ -1,24 +1,38 @@
 package cri
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/volume"
+)
+
+// The kubelet's volume plugin directories under <pod>/volumes.
+const (
+	pluginConfigMap   = "kubernetes.io~configmap"
+	pluginSecret      = "kubernetes.io~secret"
+	pluginDownwardAPI = "kubernetes.io~downward-api"
+	pluginProjected   = "kubernetes.io~projected"
 )
 
 // mountsFor prepares the pod's volumes a container mounts and returns the
 // CRI mounts. emptyDir lives under the pod directory; hostPath honours its
-// type. A subPath (or a subPathExpr expanded with the container's env) is
+// type; configMap, secret, downwardAPI and projected volumes are rendered
+// (renderVolume) and always mounted read-only, as the kubelet mounts
+// them. A subPath (or a subPathExpr expanded with the container's env) is
 // resolved beneath its volume without following a symlink out of it and
 // bind-mounted under the pod directory (package volume); the runtime gets
-// that bind mount, never the joined path. Other volume kinds need an API
-// server or a plugin and are a CreateContainerConfigError.
-func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container, env []string) ([]*runtimeapi.Mount, error) {
+// that bind mount, never the joined path. Other volume kinds need a
+// plugin and are a CreateContainerConfigError.
+func (r *Runtime) mountsFor(ctx context.Context, p *v1.Pod, c *v1.Container, env []string, podIP string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range p.Spec.Volumes {
 		vols[p.Spec.Volumes[i].Name] = &p.Spec.Volumes[i]
@@ -29,7 +43,7 @@ func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container, env []string) ([]*runtim
 		if v == nil {
 			return nil, fmt.Errorf("volume %q not found", m.Name)
 		}
-		host, err := r.volumePath(p, v)
+		host, readOnly, err := r.volumePath(ctx, p, v, podIP)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", m.Name, err)
 		}
@@ -52,18 +66,163 @@ func (r *Runtime) mountsFor(p *v1.Pod, c *v1.Container, env []string) ([]*runtim
 		mounts = append(mounts, &runtimeapi.Mount{
 			ContainerPath: m.MountPath,
 			HostPath:      host,
-			Readonly:      m.ReadOnly,
+			Readonly:      m.ReadOnly || readOnly,
 		})
 	}
 	return mounts, nil
 }
 
-func (r *Runtime) volumePath(p *v1.Pod, v *v1.Volume) (string, error) {
+// volumePath prepares one volume and returns its host path and whether it
+// must be mounted read-only whatever the mount says.
+func (r *Runtime) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
 	switch {
 	case v.EmptyDir != nil:
-		return volume.EmptyDir(r.PodDir(string(p.UID)), v.Name)
+		dir, err := volume.EmptyDir(r.PodDir(string(p.UID)), v.Name)
+		return dir, false, err
 	case v.HostPath != nil:
-		return v.HostPath.Path, volume.CheckHostPath(v.HostPath)
+		return v.HostPath.Path, false, volume.CheckHostPath(v.HostPath)
+	case isRendered(v):
+		dir, _, err := r.renderVolume(ctx, p, v, podIP)
+		return dir, true, err
 	}
-	return "", fmt.Errorf("volume type not supported without an API server (only emptyDir and hostPath)")
+	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI and projected are)")
+}
+
+// isRendered tells the volumes whose content the agent writes from API
+// objects and pod fields.
+func isRendered(v *v1.Volume) bool {
+	return v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil
+}
+
+// renderVolume writes a configMap, secret, downwardAPI or projected
+// volume into <pod>/volumes/<plugin>/<name> with volume.WriteAtomic and
+// returns that directory and whether the content changed. It is called
+// before every container start and on every sync of a pod with running
+// containers (refreshVolumes), so edits of a ConfigMap or Secret, label
+// changes and token refreshes reach running containers; an unchanged
+// volume costs a read of its files.
+//
+// The kubelet keeps secret and projected volumes on a tmpfs so that
+// secrets never reach a disk; nodeagent writes them to the pod directory
+// (0750 up to the volume, so only root on the host reads them) and
+// removes them with the pod. A tmpfs would need a mount per volume that
+// every removal path must unmount first; not done yet.
+func (r *Runtime) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
+	plugin, files, err := r.volumeFiles(ctx, p, v, podIP)
+	if err != nil {
+		return "", false, err
+	}
+	dir := childDir(filepath.Join(r.PodDir(string(p.UID)), "volumes", plugin), v.Name)
+	changed, err := volume.WriteAtomic(dir, files, r.cfg.Clock.Now())
+	if err != nil {
+		return "", false, fmt.Errorf("write volume: %w", err)
+	}
+	return dir, changed, nil
+}
+
+// volumeFiles builds a rendered volume's content and names its plugin
+// directory. Without an API server only downward API content can be
+// built.
+func (r *Runtime) volumeFiles(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, map[string]volume.File, error) {
+	files := map[string]volume.File{}
+	switch {
+	case v.ConfigMap != nil:
+		src := v.ConfigMap
+		if r.cfg.Objects == nil {
+			return "", nil, fmt.Errorf("configMap volumes need an API server: %w", errStandalone)
+		}
+		optional := src.Optional != nil && *src.Optional
+		cm, err := r.getConfigMap(ctx, p.Namespace, src.Name, optional)
+		if err == nil {
+			err = configMapFiles(cm, src.Items, modeOr(src.DefaultMode, v1.ConfigMapVolumeSourceDefaultMode), optional, files)
+		}
+		return pluginConfigMap, files, err
+	case v.Secret != nil:
+		src := v.Secret
+		if r.cfg.Objects == nil {
+			return "", nil, fmt.Errorf("secret volumes need an API server: %w", errStandalone)
+		}
+		optional := src.Optional != nil && *src.Optional
+		s, err := r.getSecret(ctx, p.Namespace, src.SecretName, optional)
+		if err == nil {
+			err = secretFiles(s, src.Items, modeOr(src.DefaultMode, v1.SecretVolumeSourceDefaultMode), optional, files)
+		}
+		return pluginSecret, files, err
+	case v.DownwardAPI != nil:
+		src := v.DownwardAPI
+		err := r.downwardFiles(p, src.Items, modeOr(src.DefaultMode, v1.DownwardAPIVolumeSourceDefaultMode), podIP, files)
+		return pluginDownwardAPI, files, err
+	case v.Projected != nil:
+		if r.cfg.Objects == nil {
+			for _, s := range v.Projected.Sources {
+				if s.DownwardAPI == nil {
+					return "", nil, fmt.Errorf("projected volumes with sources other than downwardAPI need an API server: %w", errStandalone)
+				}
+			}
+		}
+		files, err := r.projectedFiles(ctx, p, v.Projected, podIP)
+		return pluginProjected, files, err
+	}
+	return "", nil, errors.New("not a rendered volume")
+}
+
+// modeOr is a spec's default mode, or def when unset.
+func modeOr(m *int32, def int32) int32 {
+	if m != nil {
+		return *m
+	}
+	return def
+}
+
+// refreshVolumes re-renders the rendered volumes that running containers
+// of the pod's sandbox mount, so that they see ConfigMap and Secret edits,
+// new labels and fresh tokens (the kubelet's volume manager remounts
+// these volumes periodically for the same reason). Errors are logged: the
+// running containers keep the last content; a container about to start
+// renders its volumes again and reports the error as its waiting reason.
+func (r *Runtime) refreshVolumes(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, sandboxID, podIP string, log *zap.Logger) {
+	mounted := map[string]bool{}
+	for _, rc := range st.Containers {
+		if rc.SandboxID != sandboxID || rc.State != pod.ContainerRunning {
+			continue
+		}
+		c := findSpecContainer(p, rc.Name, rc.Init)
+		if c == nil {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			mounted[m.Name] = true
+		}
+	}
+	if len(mounted) == 0 {
+		return
+	}
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		if !mounted[v.Name] || !isRendered(v) {
+			continue
+		}
+		_, changed, err := r.renderVolume(ctx, p, v, podIP)
+		if err != nil {
+			log.Warn("refresh volume failed; running containers keep its last content", zap.String("volume", v.Name), zap.Error(err))
+			continue
+		}
+		if changed {
+			log.Info("volume content updated", zap.String("volume", v.Name))
+		}
+	}
+}
+
+// findSpecContainer finds a container (init or not) of p's spec by name.
+func findSpecContainer(p *v1.Pod, name string, init bool) *v1.Container {
+	cs := p.Spec.Containers
+	if init {
+		cs = p.Spec.InitContainers
+	}
+	for i := range cs {
+		if cs[i].Name == name {
+			return &cs[i]
+		}
+	}
+	return nil
 }

@@ -48,6 +48,9 @@ func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
 		}
 	}
 	m.events[p.UID] = evs
+	if m.pub != nil {
+		m.pub.PodEvent(p, eventType, reason, message)
+	}
 	defer m.mu.Unlock()
 	// The files of a name belong to the pod that published there last (an
 	// old version's Killing events must not replace the new one's).

@@ -58,10 +58,33 @@ type Manager struct {
 	// refused holds the pods the admit chain turned down: they never
 	// reach the runtime, so its outages do not make them Unknown.
 	refused map[pod.UID]bool
+	// pub, if set, receives every published status, removal and event
+	// (API mode: the API server's writer).
+	pub Publisher
 	// wmu serialises writing and removing status files (taken before mu),
 	// so that a file always ends up showing the newest state: the loop
 	// (admission, termination, health) and the pod's worker both publish.
 	wmu sync.Mutex
+}
+
+// Publisher receives what the Manager publishes, for the API server. Its
+// methods must not block (they queue).
+type Publisher interface {
+	// PodStatus is p's newest status, on every change (never made
+	// Unknown by a runtime outage: that is local knowledge).
+	PodStatus(p *v1.Pod, s v1.PodStatus)
+	// PodRemoved: p is gone from the node.
+	PodRemoved(p *v1.Pod)
+	// PodEvent is an event about p.
+	PodEvent(p *v1.Pod, eventType, reason, message string)
+}
+
+// SetPublisher makes pub receive what the Manager publishes from now on;
+// call it before the sync loop runs.
+func (m *Manager) SetPublisher(pub Publisher) {
+	m.mu.Lock()
+	m.pub = pub
+	m.mu.Unlock()
 }
 
 type deletion struct {
@@ -243,6 +266,9 @@ func (m *Manager) Removed(p *v1.Pod) {
 	defer m.wmu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.pub != nil {
+		m.pub.PodRemoved(p)
+	}
 	delete(m.last, p.UID)
 	delete(m.events, p.UID)
 	delete(m.pods, p.UID)
@@ -313,9 +339,13 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	m.last[p.UID] = s
 	m.pods[p.UID] = p
 	m.owner[m.path(p)] = p.UID
+	pub := m.pub
 	m.mu.Unlock()
 	if !changed {
 		return
+	}
+	if pub != nil {
+		pub.PodStatus(p, s)
 	}
 	if prev.Phase != s.Phase {
 		m.log.Info("pod phase", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),

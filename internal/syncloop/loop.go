@@ -246,6 +246,10 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 	})
 	var snap map[pod.UID]*pod.RuntimeStatus
 	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			l.remove(p, deletionGrace(p)) // deleted while the agent was away
+			continue
+		}
 		if _, ok := l.pods[p.UID]; ok {
 			l.HandlePodUpdates([]*v1.Pod{p})
 			continue
@@ -296,13 +300,17 @@ func (l *Loop) killSameName(p *v1.Pod) {
 		}
 		l.log.Info("stopping the previous pod of this name first", zap.String("pod", pod.FullName(p)),
 			zap.String("uid", string(uid)), zap.String("replacement", string(p.UID)))
-		l.terminate(uid, nil, pod.FullName(p))
+		l.terminate(uid, nil, pod.FullName(p), -1)
 	}
 }
 
 // HandlePodUpdates hands a newer spec to the pod's worker.
 func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			l.remove(p, deletionGrace(p))
+			continue
+		}
 		if _, ok := l.pods[p.UID]; !ok {
 			if _, refused := l.refused[p.UID]; refused {
 				l.refused[p.UID] = p
@@ -316,42 +324,81 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 	}
 }
 
-// HandlePodRemoves terminates removed pods.
+// HandlePodRemoves terminates removed pods with their own grace period.
 func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 	for _, p := range pods {
-		if rp, ok := l.refused[p.UID]; ok {
-			delete(l.refused, p.UID)
-			if l.status != nil {
-				l.status.Removed(rp)
-			}
-			continue
+		l.remove(p, -1)
+	}
+}
+
+// remove terminates p: a pod removed from its source (grace < 0: the
+// pod's own grace period), or a pod whose deletion the API server asked
+// for (p.DeletionTimestamp set, with the grace period it gives; a later
+// shorter one wins).
+func (l *Loop) remove(p *v1.Pod, grace int64) {
+	if _, ok := l.refused[p.UID]; ok {
+		delete(l.refused, p.UID)
+		if l.status != nil {
+			l.status.Removed(p)
 		}
-		if _, ok := l.pods[p.UID]; !ok {
-			continue
+		return
+	}
+	_, wanted := l.pods[p.UID]
+	if !wanted {
+		if p.DeletionTimestamp == nil {
+			return
 		}
-		delete(l.pods, p.UID)
 		l.mu.Lock()
-		held := l.held[pod.FullName(p)]
-		if held != nil && held.UID == p.UID {
-			delete(l.held, pod.FullName(p)) // never started
-		}
+		_, busy := l.workers[p.UID]
+		_, finished := l.finished[p.UID]
 		l.mu.Unlock()
-		if held != nil && held.UID == p.UID {
+		if !busy && finished {
+			// Killed already; the API still shows it: finish again.
 			if l.status != nil {
 				l.status.Removed(p)
 			}
-			continue
+			return
 		}
-		l.log.Info("pod removed; terminating", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
-		if l.status != nil {
-			grace := int64(v1.DefaultTerminationGracePeriodSeconds)
-			if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
-				grace = *g
-			}
-			l.status.Terminating(p, grace)
-		}
-		l.terminate(p.UID, p, pod.FullName(p))
 	}
+	delete(l.pods, p.UID)
+	l.mu.Lock()
+	held := l.held[pod.FullName(p)]
+	if held != nil && held.UID == p.UID {
+		delete(l.held, pod.FullName(p)) // never started
+	}
+	l.mu.Unlock()
+	if held != nil && held.UID == p.UID {
+		if l.status != nil {
+			l.status.Removed(p)
+		}
+		return
+	}
+	if wanted {
+		l.log.Info("pod removed; terminating", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
+			zap.Bool("deleted", p.DeletionTimestamp != nil), zap.Int64("grace", grace))
+	}
+	if l.status != nil {
+		g := grace
+		if g < 0 {
+			g = int64(v1.DefaultTerminationGracePeriodSeconds)
+			if tg := p.Spec.TerminationGracePeriodSeconds; tg != nil {
+				g = *tg
+			}
+		}
+		l.status.Terminating(p, g)
+	}
+	l.terminate(p.UID, p, pod.FullName(p), grace)
+}
+
+// deletionGrace is the grace period the API server gave a deleted pod.
+func deletionGrace(p *v1.Pod) int64 {
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		return max(*g, 0)
+	}
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+		return *g
+	}
+	return v1.DefaultTerminationGracePeriodSeconds
 }
 
 // syncAll wakes every worker (the runtime is back: what it holds may have
@@ -415,7 +462,7 @@ func (l *Loop) HandleCleanups() {
 			continue
 		}
 		l.log.Info("killing orphaned pod", zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(uid)))
-		l.terminate(uid, nil, st.Namespace+"/"+st.Name)
+		l.terminate(uid, nil, st.Namespace+"/"+st.Name, -1)
 	}
 }
 
@@ -498,8 +545,9 @@ func (l *Loop) untrackTerminationLocked(name string, uid pod.UID) {
 	l.startWorkerLocked(next.UID, next, name).poke()
 }
 
-// terminate asks uid's worker to kill the pod, starting one for an orphan.
-func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string) {
+// terminate asks uid's worker to kill the pod, starting one for an orphan;
+// grace < 0: the pod's own grace period.
+func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string, grace int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w, ok := l.workers[uid]
@@ -510,7 +558,7 @@ func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string) {
 		l.terminating[w.name] = map[pod.UID]bool{}
 	}
 	l.terminating[w.name][uid] = true
-	w.kill()
+	w.kill(p, grace)
 }
 
 func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {

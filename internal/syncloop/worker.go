@@ -26,9 +26,12 @@ type worker struct {
 	mu        sync.Mutex
 	pod       *v1.Pod // newest desired spec; nil for an orphan
 	terminate bool
+	// grace is the kill's grace period (< 0: the pod's own).
+	grace int64
 	// cancelSync cancels the SyncPod in flight, so a removal does not
-	// wait for a hung image pull.
-	cancelSync context.CancelFunc
+	// wait for a hung image pull; cancelKill the kill in flight, when a
+	// shorter grace period comes.
+	cancelSync, cancelKill context.CancelFunc
 
 	// lastSync is when the worker's last runtime action ended; the next
 	// one needs a cached status newer than that. Worker goroutine only.
@@ -37,7 +40,7 @@ type worker struct {
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
 	log := l.log.With(zap.String("uid", string(uid)), zap.String("pod", name))
-	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p}
+	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1}
 }
 
 // poke asks for one more sync; pokes coalesce.
@@ -50,14 +53,26 @@ func (w *worker) poke() {
 
 func (w *worker) update(p *v1.Pod) {
 	w.mu.Lock()
-	w.pod, w.terminate = p, false
+	w.pod, w.terminate, w.grace = p, false, -1
 	w.mu.Unlock()
 	w.poke()
 }
 
-func (w *worker) kill() {
+// kill asks for the pod's termination; p, if set, is its newest version
+// (a deleted API pod); grace < 0 is the pod's own grace period. A shorter
+// grace period than the one of a kill in flight restarts that kill.
+func (w *worker) kill(p *v1.Pod, grace int64) {
 	w.mu.Lock()
+	if p != nil {
+		w.pod = p
+	}
 	w.terminate = true
+	if grace >= 0 && (w.grace < 0 || grace < w.grace) {
+		w.grace = grace
+		if w.cancelKill != nil {
+			w.cancelKill()
+		}
+	}
 	if w.cancelSync != nil {
 		w.cancelSync()
 	}
@@ -102,18 +117,26 @@ func (w *worker) step(ctx context.Context) bool {
 	// Read the wanted state after the wait: a removal may have come.
 	syncCtx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	p, terminate := w.pod, w.terminate
-	w.cancelSync = cancel
+	p, terminate, grace := w.pod, w.terminate, w.grace
+	if terminate || p == nil {
+		w.cancelKill = cancel
+	} else {
+		w.cancelSync = cancel
+	}
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.cancelSync = nil
+		w.cancelSync, w.cancelKill = nil, nil
 		w.mu.Unlock()
 		cancel()
 		w.lastSync = l.clock.Now()
 	}()
 	if terminate || p == nil {
-		if err := l.rt.KillPod(ctx, p, st, -1); err != nil {
+		if err := l.rt.KillPod(syncCtx, p, st, grace); err != nil {
+			if syncCtx.Err() != nil && ctx.Err() == nil {
+				w.log.Info("kill restarted with a shorter grace period")
+				return false // kill() poked
+			}
 			if ctx.Err() == nil {
 				w.log.Error("kill pod failed; retrying", zap.Error(err))
 				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)

@@ -18,7 +18,12 @@
 //     walk uses O_NOFOLLOW on every component and refuses any symlink;
 //   - unmounting those bind mounts and removing a pod directory only once
 //     nothing is mounted beneath it, so removing a pod never deletes host
-//     files through a bind mount.
+//     files through a bind mount;
+//   - WriteAtomic, the kubelet's atomic writer for configMap, secret,
+//     downwardAPI and projected volumes: each version in a hidden
+//     timestamped directory, published by renaming a ..data symlink,
+//     user-visible names as symlinks into ..data, a no-op when nothing
+//     changed. What goes into the files is package cri's business.
 //
 // It does not talk to the runtime. Functions are safe for concurrent use
 // on different targets; callers serialise work on one pod.

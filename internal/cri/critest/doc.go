@@ -1,5 +1,7 @@
 // Package critest provides Fake, a hand-written in-memory cri.Client for
-// tests of the runtime and of code above it.
+// tests of the runtime and of code above it, and Objects, an in-memory
+// cri.Objects (ConfigMaps, Secrets, service env vars, tokens that expire
+// by the fake clock).
 //
 // It owns: sandboxes, containers and images kept in maps, with the state
 // transitions a CRI runtime makes (RunPodSandbox → READY, CreateContainer →

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/kubeapi"
+)
+
+// agentVersion is reported as the Node's kubeletVersion: the Kubernetes
+// API nodeagent is built against, marked as nodeagent's.
+const agentVersion = "v1.37.2-nodeagent"
+
+// apiMode holds the API-mode parts that the rest of run wires in.
+type apiMode struct {
+	client  *kubeapi.Client
+	pods    *kubeapi.NodePods
+	objs    *kubeapi.Objects
+	status  *kubeapi.StatusWriter
+	nodeUID func() types.UID
+}
+
+// objects is what pods read from the API server (nil without one).
+func (a *apiMode) objects() cri.Objects {
+	if a == nil {
+		return nil
+	}
+	return a.objs
+}
+
+// connectAPI connects to the API server (bootstrapping the node's client
+// certificate when needed) and builds the API-mode parts.
+func connectAPI(ctx context.Context, o *options, nodeName string, log *zap.Logger) (*apiMode, error) {
+	certDir := o.certDir
+	if certDir == "" {
+		certDir = filepath.Join(o.rootDir, "pki")
+	}
+	c, err := kubeapi.Connect(ctx, kubeapi.ClientConfig{
+		Kubeconfig: o.kubeconfig, BootstrapKubeconfig: o.bootstrapKubeconfig, CertDir: certDir, NodeName: nodeName,
+		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst, RotateCertificates: o.rotateCertificates, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &apiMode{client: c, pods: kubeapi.NewNodePods(c.Clientset, nodeName), objs: kubeapi.NewObjects(c.Clientset, clock.RealClock{})}
+	a.nodeUID = func() types.UID { return "" }
+	a.status, err = kubeapi.NewStatusWriter(kubeapi.StatusConfig{
+		Client: c.Clientset, Pods: a.pods, NodeName: nodeName,
+		NodeUID: func() types.UID { return a.nodeUID() },
+		Logger:  log,
+	})
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	log.Info("API mode", zap.String("server", c.Config.Host), zap.String("node", nodeName))
+	return a, nil
+}

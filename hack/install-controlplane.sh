@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Build a real Kubernetes control plane for the API-mode e2e tests, from the
+# Go module proxy, cached outside the repo (idempotent; seconds when cached):
+#
+#   kube-apiserver, kube-controller-manager, kubectl   k8s.io/kubernetes $K8S_VERSION
+#   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
+#
+# into $NODEAGENT_RIG_CACHE/bin (default /root/.cache/nodeagent-rig/bin).
+# k8s.io/kubernetes replaces its k8s.io/* staging modules with ./staging/src/…,
+# so the scratch module replaces each of them with v0.<minor>.<patch>; etcd's
+# server module carries replaces too, so it cannot be `go install`ed either.
+# A cold build takes several minutes per binary on 2 cores.
+set -euo pipefail
+
+K8S_VERSION="${RIG_K8S_VERSION:-v1.37.2}"
+ETCD_VERSION="${RIG_ETCD_VERSION:-v3.6.16}"
+CACHE="${NODEAGENT_RIG_CACHE:-/root/.cache/nodeagent-rig}"
+BIN="$CACHE/bin"
+SCRATCH="$CACHE/src"
+
+log() { echo "install-controlplane: $*" >&2; }
+if ! command -v go >/dev/null 2>&1; then PATH="/usr/local/go/bin:$PATH"; fi
+mkdir -p "$BIN" "$SCRATCH"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+stamp_ok() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1-version" ] && [ "$(cat "$BIN/.$1-version")" = "$2" ]; }
+
+# ------------------------------------------------------------ kubernetes ---
+k8s_bins=(kube-apiserver kube-controller-manager kubectl)
+need=()
+for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need+=("$b"); done
+if [ "${#need[@]}" -eq 0 ]; then
+	log "kubernetes $K8S_VERSION present in $BIN"
+else
+	d="$SCRATCH/kubernetes-$K8S_VERSION"
+	mkdir -p "$d"
+	cd "$d"
+	if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod; then
+		log "preparing scratch module for k8s.io/kubernetes $K8S_VERSION"
+		rm -f go.mod go.sum
+		go mod init nodeagent-rig/kubernetes >/dev/null 2>&1
+		modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+		staging_v="v0.${K8S_VERSION#v1.}"
+		go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
+		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
+			go mod edit -replace="$m=$m@$staging_v"
+		done
+		cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+		go mod tidy >/dev/null 2>&1 || go mod tidy
+	fi
+	for b in "${need[@]}"; do
+		log "building $b $K8S_VERSION (minutes when cold)"
+		go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" \
+			-o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+		mv "$BIN/$b.tmp" "$BIN/$b"
+		echo "$K8S_VERSION" >"$BIN/.$b-version"
+	done
+fi
+
+# ------------------------------------------------------------------ etcd ---
+if stamp_ok etcd "$ETCD_VERSION"; then
+	log "etcd $ETCD_VERSION present in $BIN"
+else
+	d="$SCRATCH/etcd-$ETCD_VERSION"
+	mkdir -p "$d"
+	cd "$d"
+	if [ ! -f go.mod ] || ! grep -q "go.etcd.io/etcd/server/v3 $ETCD_VERSION" go.mod; then
+		rm -f go.mod go.sum
+		go mod init nodeagent-rig/etcd >/dev/null 2>&1
+		go mod edit -require="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+		cat >main.go <<'GO'
+// etcd built from go.etcd.io/etcd/server/v3 (the etcd command's own main).
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+		go mod tidy >/dev/null 2>&1 || go mod tidy
+	fi
+	log "building etcd $ETCD_VERSION"
+	go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" .
+	mv "$BIN/etcd.tmp" "$BIN/etcd"
+	echo "$ETCD_VERSION" >"$BIN/.etcd-version"
+fi
+log "done"

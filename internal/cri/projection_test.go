@@ -1,0 +1,103 @@
+package cri
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestFormatMap(t *testing.T) {
+	got := formatMap(map[string]string{"b": "two words", "a": `quote"d`, "c": ""})
+	want := "a=\"quote\\\"d\"\nb=\"two words\"\nc=\"\""
+	if got != want {
+		t.Errorf("formatMap() = %q, want %q", got, want)
+	}
+	if got := formatMap(nil); got != "" {
+		t.Errorf("formatMap(nil) = %q, want empty", got)
+	}
+}
+
+func TestResourceValue(t *testing.T) {
+	r := &Runtime{cfg: Config{RootDir: t.TempDir()}}
+	c := &v1.Container{Name: "app", Resources: v1.ResourceRequirements{
+		Limits: v1.ResourceList{
+			v1.ResourceCPU:                   resource.MustParse("1500m"),
+			v1.ResourceName("hugepages-2Mi"): resource.MustParse("4Mi"),
+		},
+		Requests: v1.ResourceList{
+			v1.ResourceCPU:              resource.MustParse("250m"),
+			v1.ResourceMemory:           resource.MustParse("100M"),
+			v1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+		},
+	}}
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}}}
+	podLimited := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*c}, Resources: &v1.ResourceRequirements{
+		Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("256Mi")}}}}
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		resource string
+		divisor  string
+		want     string
+		wantErr  string
+	}{
+		{name: "cpu limit in cores rounds up", resource: "limits.cpu", want: "2"},
+		{name: "cpu limit in millicores", resource: "limits.cpu", divisor: "1m", want: "1500"},
+		{name: "cpu request", resource: "requests.cpu", divisor: "1m", want: "250"},
+		{name: "memory request in Mi rounds up", resource: "requests.memory", divisor: "1Mi", want: "96"},
+		{name: "ephemeral storage request", resource: "requests.ephemeral-storage", divisor: "1Mi", want: "1024"},
+		{name: "hugepages limit", resource: "limits.hugepages-2Mi", divisor: "1Mi", want: "4"},
+		{name: "unset hugepages request is 0", resource: "requests.hugepages-2Mi", want: "0"},
+		{name: "extended resources are not supported", resource: "requests.nvidia.com/gpu", wantErr: "unsupported container resource"},
+		{name: "memory limit from the pod's limit", pod: podLimited, resource: "limits.memory", divisor: "1Mi", want: "256"},
+		{name: "ephemeral storage limit from the node", resource: "limits.ephemeral-storage", want: ""},
+		{name: "unknown resource", resource: "limits.gpu", wantErr: "unsupported container resource : limits.gpu"},
+		{name: "unknown kind", resource: "usage.cpu", wantErr: "unsupported container resource"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := tt.pod
+			if pod == nil {
+				pod = p
+			}
+			fs := &v1.ResourceFieldSelector{Resource: tt.resource}
+			if tt.divisor != "" {
+				fs.Divisor = resource.MustParse(tt.divisor)
+			}
+			got, err := r.resourceValue(pod, c, fs)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("resourceValue() = %q, %v; want error %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("resourceValue() error = %v", err)
+			}
+			if tt.want == "" {
+				// From the host: only check it is a positive number.
+				if n, err := strconv.ParseInt(got, 10, 64); err != nil || n <= 0 {
+					t.Errorf("resourceValue() = %q, want a positive size", got)
+				}
+				return
+			}
+			if got != tt.want {
+				t.Errorf("resourceValue() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// No memory limit anywhere: the node's memory, in bytes.
+	bare := &v1.Container{Name: "bare"}
+	got, err := r.resourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.memory"})
+	if n, perr := strconv.ParseInt(got, 10, 64); err != nil || perr != nil || n <= 0 {
+		t.Errorf("limits.memory without a limit = %q, %v; want the node's memory", got, err)
+	}
+	got, err = r.resourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.cpu"})
+	if err != nil || got != strconv.Itoa(runtime.NumCPU()) {
+		t.Errorf("limits.cpu without a limit = %q, %v; want %d", got, err, runtime.NumCPU())
+	}
+}

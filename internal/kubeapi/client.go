@@ -1,0 +1,262 @@
+package kubeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.uber.org/zap"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/certificate"
+)
+
+// ClientConfig says how the agent reaches the API server.
+type ClientConfig struct {
+	// Kubeconfig is the node's kubeconfig. With BootstrapKubeconfig set
+	// and Kubeconfig missing (or its certificate expired), the agent asks
+	// for a client certificate with a CSR and writes Kubeconfig itself.
+	Kubeconfig          string
+	BootstrapKubeconfig string
+	// CertDir holds the issued certificates (kubelet-client-current.pem).
+	CertDir  string
+	NodeName string
+	QPS      float32
+	Burst    int
+	// RotateCertificates requests a new client certificate before the
+	// current one expires (only for certificates the agent obtained
+	// itself, in CertDir).
+	RotateCertificates bool
+	Logger             *zap.Logger
+}
+
+// Client is the node's connection to the API server.
+type Client struct {
+	Clientset kubernetes.Interface
+	Config    *rest.Config
+	certs     certificate.Manager
+}
+
+// Stop ends certificate rotation.
+func (c *Client) Stop() {
+	if c.certs != nil {
+		c.certs.Stop()
+	}
+}
+
+// clientPairPrefix names the client certificate files in CertDir, as the
+// kubelet does.
+const clientPairPrefix = "kubelet-client"
+
+// Connect builds the node's client: from Kubeconfig when it holds a usable
+// credential, or by TLS bootstrap — a CSR for signer
+// kubernetes.io/kube-apiserver-client-kubelet with CN system:node:<node>
+// and O system:nodes, made with BootstrapKubeconfig's credential, waited
+// for until approved and issued — after which Kubeconfig is written to
+// point at the issued certificate. Requests use protobuf.
+func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
+	log := c.Logger.Named("client")
+	if c.Kubeconfig == "" {
+		return nil, errors.New("--kubeconfig is required for API mode")
+	}
+	if c.CertDir == "" {
+		return nil, errors.New("--cert-dir is required")
+	}
+	usable, err := kubeconfigUsable(c.Kubeconfig)
+	if err != nil && c.BootstrapKubeconfig == "" {
+		return nil, err
+	}
+	var mgr certificate.Manager
+	if !usable {
+		if c.BootstrapKubeconfig == "" {
+			return nil, fmt.Errorf("kubeconfig %s: no usable credential and no --bootstrap-kubeconfig", c.Kubeconfig)
+		}
+		if err != nil {
+			log.Info("kubeconfig not usable; bootstrapping a client certificate", zap.String("kubeconfig", c.Kubeconfig), zap.Error(err))
+		}
+		boot, err := clientcmd.BuildConfigFromFlags("", c.BootstrapKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap kubeconfig: %w", err)
+		}
+		mgr, err = newClientCertManager(c, boot)
+		if err != nil {
+			return nil, err
+		}
+		mgr.Start()
+		if err := waitForCert(ctx, mgr, log); err != nil {
+			mgr.Stop()
+			return nil, err
+		}
+		if err := writeKubeconfig(c.Kubeconfig, boot, filepath.Join(c.CertDir, clientPairPrefix+"-current.pem")); err != nil {
+			mgr.Stop()
+			return nil, err
+		}
+		log.Info("client certificate issued; kubeconfig written", zap.String("kubeconfig", c.Kubeconfig))
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		if mgr != nil {
+			mgr.Stop()
+		}
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if mgr == nil && c.RotateCertificates && c.BootstrapKubeconfig != "" && sameFile(cfg.CertFile, filepath.Join(c.CertDir, clientPairPrefix+"-current.pem")) {
+		// Our own certificate from an earlier bootstrap: keep rotating it.
+		boot, err := clientcmd.BuildConfigFromFlags("", c.BootstrapKubeconfig)
+		if err == nil {
+			mgr, err = newClientCertManager(c, boot)
+		}
+		if err != nil {
+			return nil, err
+		}
+		mgr.Start()
+	} else if mgr != nil && !c.RotateCertificates {
+		mgr.Stop()
+		mgr = nil
+	}
+	cfg.QPS, cfg.Burst = c.QPS, c.Burst
+	cfg.UserAgent = "nodeagent/" + c.NodeName
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		if mgr != nil {
+			mgr.Stop()
+		}
+		return nil, err
+	}
+	return &Client{Clientset: cs, Config: cfg, certs: mgr}, nil
+}
+
+// newClientCertManager returns client-go's certificate manager for the
+// node's client certificate: it requests one at Start when CertDir has
+// none, and a new one before the current one expires. Requests are made
+// with the current certificate once there is one, else with the
+// bootstrap credential.
+func newClientCertManager(c ClientConfig, boot *rest.Config) (certificate.Manager, error) {
+	if err := os.MkdirAll(c.CertDir, 0o700); err != nil {
+		return nil, fmt.Errorf("cert dir: %w", err)
+	}
+	store, err := certificate.NewFileStore(clientPairPrefix, c.CertDir, c.CertDir, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("certificate store: %w", err)
+	}
+	clientsetFn := func(current *tls.Certificate) (kubernetes.Interface, error) {
+		cfg := rest.CopyConfig(boot)
+		if current != nil {
+			certPEM, keyPEM, err := pemPair(current)
+			if err != nil {
+				return nil, err
+			}
+			cfg = rest.AnonymousClientConfig(boot) // the server and CA, no credential
+			cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = certPEM, keyPEM
+		}
+		cfg.UserAgent = "nodeagent-csr/" + c.NodeName
+		return kubernetes.NewForConfig(cfg)
+	}
+	return certificate.NewManager(&certificate.Config{
+		ClientsetFn: clientsetFn,
+		Template: &x509.CertificateRequest{Subject: pkix.Name{
+			CommonName:   "system:node:" + c.NodeName,
+			Organization: []string{"system:nodes"},
+		}},
+		SignerName:       certificatesv1.KubeAPIServerClientKubeletSignerName,
+		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		CertificateStore: store,
+		Name:             "kubelet-client",
+	})
+}
+
+func waitForCert(ctx context.Context, mgr certificate.Manager, log *zap.Logger) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	warned := time.Now()
+	for mgr.Current() == nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the client certificate (is the node's CSR approved?): %w", ctx.Err())
+		case <-t.C:
+		}
+		if time.Since(warned) > 30*time.Second {
+			log.Warn("still waiting for the node's client certificate; approve its CSR (kubectl certificate approve)")
+			warned = time.Now()
+		}
+	}
+	return nil
+}
+
+// kubeconfigUsable reports whether path is a kubeconfig with a credential
+// that can be used: a token, or a client certificate not yet expired.
+func kubeconfigUsable(path string) (bool, error) {
+	if _, err := os.Stat(path); err != nil {
+		return false, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return false, err
+	}
+	if cfg.BearerToken != "" || cfg.BearerTokenFile != "" || cfg.ExecProvider != nil || cfg.AuthProvider != nil || cfg.Username != "" {
+		return true, nil
+	}
+	certPEM := cfg.TLSClientConfig.CertData
+	if len(certPEM) == 0 && cfg.TLSClientConfig.CertFile != "" {
+		if certPEM, err = os.ReadFile(cfg.TLSClientConfig.CertFile); err != nil {
+			return false, fmt.Errorf("kubeconfig client certificate: %w", err)
+		}
+	}
+	if len(certPEM) == 0 {
+		return false, fmt.Errorf("kubeconfig %s has no credential", path)
+	}
+	certs, err := parseCerts(certPEM)
+	if err != nil {
+		return false, fmt.Errorf("kubeconfig client certificate: %w", err)
+	}
+	if time.Now().After(certs[0].NotAfter) {
+		return false, fmt.Errorf("kubeconfig client certificate expired at %s", certs[0].NotAfter.Format(time.RFC3339))
+	}
+	return true, nil
+}
+
+// writeKubeconfig writes the node's kubeconfig: boot's server and CA, and
+// the issued certificate's file (cert and key in one, rotated in place).
+func writeKubeconfig(path string, boot *rest.Config, certFile string) error {
+	cluster := &clientcmdapi.Cluster{Server: boot.Host, CertificateAuthority: boot.TLSClientConfig.CAFile,
+		CertificateAuthorityData: boot.TLSClientConfig.CAData, TLSServerName: boot.TLSClientConfig.ServerName,
+		InsecureSkipTLSVerify: boot.TLSClientConfig.Insecure}
+	if cluster.CertificateAuthority != "" {
+		if abs, err := filepath.Abs(cluster.CertificateAuthority); err == nil {
+			cluster.CertificateAuthority = abs
+		}
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["default-cluster"] = cluster
+	kc.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: certFile}
+	kc.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth", Namespace: "default"}
+	kc.CurrentContext = "default-context"
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := clientcmd.WriteToFile(*kc, tmp); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	ai, err1 := os.Stat(a)
+	bi, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(ai, bi)
+}

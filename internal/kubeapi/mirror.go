@@ -1,0 +1,99 @@
+package kubeapi
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// staticHash is what ties a mirror pod to its static pod: the static
+// pod's config.hash annotation (its UID when it has none).
+func staticHash(p *v1.Pod) string {
+	if h := p.Annotations[configHashAnnotation]; h != "" {
+		return h
+	}
+	return string(p.UID)
+}
+
+// ensureMirror returns static pod p's mirror pod, creating it when there
+// is none and replacing one that belongs to an older version of p or is
+// being deleted (deleting a mirror pod never touches the static pod: it
+// comes back). It returns nil while the Node is not registered yet.
+func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
+	m, ok := w.cfg.Pods.Get(p.Namespace, p.Name)
+	if ok {
+		if IsMirror(m) && m.DeletionTimestamp == nil && m.Annotations[configMirrorAnnotation] == staticHash(p) {
+			return m, nil
+		}
+		if !IsMirror(m) {
+			// An API pod holds the name: the kubelet leaves it alone too.
+			return nil, nil
+		}
+		w.log.Info("replacing mirror pod", zap.String("pod", p.Namespace+"/"+p.Name), zap.Bool("deleted", m.DeletionTimestamp != nil))
+		if err := w.deletePod(ctx, m.Namespace, m.Name, m.UID); err != nil {
+			return nil, err
+		}
+	}
+	nodeUID := w.cfg.NodeUID()
+	if nodeUID == "" {
+		return nil, fmt.Errorf("mirror pod for %s/%s: node not registered yet", p.Namespace, p.Name)
+	}
+	mirror := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace,
+			Labels:      p.Labels,
+			Annotations: map[string]string{},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: w.cfg.NodeName, UID: nodeUID, Controller: ptrTo(true),
+			}},
+		},
+		Spec: *p.Spec.DeepCopy(),
+	}
+	for k, v := range p.Annotations {
+		mirror.Annotations[k] = v
+	}
+	mirror.Annotations[configMirrorAnnotation] = staticHash(p)
+	created, err := w.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// The old one is still being deleted, or the cache lags: retry.
+		return nil, fmt.Errorf("mirror pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create mirror pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	w.log.Info("mirror pod created", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(created.UID)))
+	return created, nil
+}
+
+// deleteOrphanedMirrors deletes mirror pods on this node that no static
+// pod owns, once every source was heard from.
+func (w *StatusWriter) deleteOrphanedMirrors(ctx context.Context) error {
+	if !w.cfg.SourcesReady() || !w.cfg.Pods.Informer.HasSynced() {
+		return nil
+	}
+	all, _ := w.cfg.Pods.Lister.List(labels.Everything())
+	var firstErr error
+	for _, m := range all {
+		if !IsMirror(m) {
+			continue
+		}
+		w.mu.Lock()
+		_, owned := w.static[m.Namespace+"/"+m.Name]
+		w.mu.Unlock()
+		if owned {
+			continue
+		}
+		w.log.Info("deleting orphaned mirror pod", zap.String("pod", m.Namespace+"/"+m.Name))
+		if err := w.deletePod(ctx, m.Namespace, m.Name, m.UID); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,195 @@
+package kubeapi
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/cri"
+)
+
+// Objects reads what pods need from the API server: ConfigMaps and
+// Secrets (GET, each answer kept objectTTL so that the containers of one
+// sync share it; a pod's next sync sees an edit), service-account tokens
+// (TokenRequest bound to the pod) and the services of the pods' namespaces
+// (an informer). Under the Node authorizer a node may read only the
+// objects its pods reference.
+type Objects struct {
+	cs       kubernetes.Interface
+	clock    clock.PassiveClock
+	services corelisters.ServiceLister
+	factory  informers.SharedInformerFactory
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	obj any
+	err error
+	at  time.Time
+}
+
+// objectTTL is how long a ConfigMap or Secret read is reused.
+const objectTTL = 2 * time.Second
+
+// NewObjects returns an Objects; Start starts its service informer.
+func NewObjects(cs kubernetes.Interface, c clock.PassiveClock) *Objects {
+	f := informers.NewSharedInformerFactory(cs, 0)
+	return &Objects{cs: cs, clock: c, services: f.Core().V1().Services().Lister(), factory: f, cache: map[string]cached{}}
+}
+
+// Start starts the service informer.
+func (o *Objects) Start(ctx context.Context) {
+	o.factory.Start(ctx.Done())
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				o.mu.Lock()
+				for k, c := range o.cache {
+					if o.clock.Since(c.at) > objectTTL {
+						delete(o.cache, k)
+					}
+				}
+				o.mu.Unlock()
+			}
+		}
+	}()
+}
+
+func (o *Objects) get(ctx context.Context, key string, fetch func() (any, error)) (any, error) {
+	o.mu.Lock()
+	c, ok := o.cache[key]
+	o.mu.Unlock()
+	if ok && o.clock.Since(c.at) < objectTTL {
+		return c.obj, c.err
+	}
+	obj, err := fetch()
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // not cached
+	}
+	o.mu.Lock()
+	o.cache[key] = cached{obj: obj, err: err, at: o.clock.Now()}
+	o.mu.Unlock()
+	return obj, err
+}
+
+// ConfigMap implements cri.Objects.
+func (o *Objects) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	obj, err := o.get(ctx, "cm/"+ns+"/"+name, func() (any, error) {
+		return o.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1.ConfigMap), nil
+}
+
+// Secret implements cri.Objects.
+func (o *Objects) Secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	obj, err := o.get(ctx, "secret/"+ns+"/"+name, func() (any, error) {
+		return o.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*v1.Secret), nil
+}
+
+// ServiceAccountToken implements cri.Objects: a TokenRequest for the
+// pod's service account, bound to the pod.
+func (o *Objects) ServiceAccountToken(ctx context.Context, p *v1.Pod, audience string, expirationSeconds int64) (string, time.Time, error) {
+	sa := p.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: &expirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID},
+	}}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	tr, err := o.cs.CoreV1().ServiceAccounts(p.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("request token for service account %s/%s: %w", p.Namespace, sa, err)
+	}
+	return tr.Status.Token, tr.Status.ExpirationTimestamp.Time, nil
+}
+
+// masterService is the API server's own service, whose variables every
+// pod gets (the kubelet's masterServices).
+const masterServiceNamespace, masterServiceName = metav1.NamespaceDefault, "kubernetes"
+
+// ServiceEnv implements cri.Objects, as the kubelet's
+// getServiceEnvVarMap: the services of ns (with enableServiceLinks) and
+// the master service, each as NAME_SERVICE_HOST, NAME_SERVICE_PORT,
+// NAME_SERVICE_PORT_<PORT> and the Docker-link variables.
+func (o *Objects) ServiceEnv(ctx context.Context, ns string, enableServiceLinks bool) (map[string]string, error) {
+	all, err := o.services.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	chosen := map[string]*v1.Service{}
+	for _, s := range all {
+		if s.Spec.ClusterIP == "" || s.Spec.ClusterIP == v1.ClusterIPNone {
+			continue
+		}
+		if s.Namespace == ns && enableServiceLinks {
+			chosen[s.Name] = s
+		}
+	}
+	for _, s := range all {
+		if s.Namespace == masterServiceNamespace && s.Name == masterServiceName && s.Spec.ClusterIP != "" && s.Spec.ClusterIP != v1.ClusterIPNone {
+			if _, ok := chosen[s.Name]; !ok {
+				chosen[s.Name] = s
+			}
+		}
+	}
+	out := map[string]string{}
+	for _, s := range chosen {
+		serviceEnv(s, out)
+	}
+	return out, nil
+}
+
+func serviceEnv(s *v1.Service, out map[string]string) {
+	name := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+	ip := s.Spec.ClusterIP
+	out[name+"_SERVICE_HOST"] = ip
+	for i, p := range s.Spec.Ports {
+		port := strconv.Itoa(int(p.Port))
+		if i == 0 {
+			out[name+"_SERVICE_PORT"] = port
+			proto := strings.ToLower(string(p.Protocol))
+			out[name+"_PORT"] = proto + "://" + ip + ":" + port
+		}
+		if p.Name != "" {
+			out[name+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))] = port
+		}
+		prefix := name + "_PORT_" + port + "_" + strings.ToUpper(string(p.Protocol))
+		out[prefix] = strings.ToLower(string(p.Protocol)) + "://" + ip + ":" + port
+		out[prefix+"_PROTO"] = strings.ToLower(string(p.Protocol))
+		out[prefix+"_PORT"] = port
+		out[prefix+"_ADDR"] = ip
+	}
+}
+
+var _ cri.Objects = (*Objects)(nil)

@@ -1,0 +1,258 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// Annotations the kubelet puts on pods.
+const (
+	configSourceAnnotation = "kubernetes.io/config.source"
+	configHashAnnotation   = "kubernetes.io/config.hash"
+	configMirrorAnnotation = "kubernetes.io/config.mirror"
+)
+
+// IsMirror reports whether p is a mirror pod (the API's copy of a static
+// pod).
+func IsMirror(p *v1.Pod) bool {
+	_, ok := p.Annotations[configMirrorAnnotation]
+	return ok
+}
+
+// IsAPIPod reports whether the agent took p from the API server.
+func IsAPIPod(p *v1.Pod) bool { return p.Annotations[configSourceAnnotation] == pod.SourceAPI }
+
+// NodePods is the informer over the pods bound to this node (mirror pods
+// included): one watch shared by the pod source, the status writer and
+// the mirror pods.
+type NodePods struct {
+	Informer cache.SharedIndexInformer
+	Lister   corelisters.PodLister
+	factory  informers.SharedInformerFactory
+}
+
+// NewNodePods watches the pods with spec.nodeName = node.
+func NewNodePods(cs kubernetes.Interface, node string) *NodePods {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}))
+	inf := f.Core().V1().Pods()
+	return &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f}
+}
+
+// Start starts the watch.
+func (n *NodePods) Start(ctx context.Context) { n.factory.Start(ctx.Done()) }
+
+// Get returns the API's pod of that namespace and name, if cached.
+func (n *NodePods) Get(namespace, name string) (*v1.Pod, bool) {
+	p, err := n.Lister.Pods(namespace).Get(name)
+	return p, err == nil
+}
+
+// SourceConfig wires the API pod source.
+type SourceConfig struct {
+	Pods *NodePods
+	// Sink receives the whole set of pods to run, each a copy marked with
+	// the config.source annotation "api"; first only once the informer has
+	// synced (or from the checkpoint, see below).
+	Sink func([]*v1.Pod)
+	// Checkpoint is a file where the last set handed over is kept. When
+	// the informer has not synced within CheckpointWait of the start (the
+	// API server is unreachable), the checkpointed pods are handed over,
+	// so the node runs what it last knew instead of nothing.
+	Checkpoint     string
+	CheckpointWait time.Duration
+	Logger         *zap.Logger
+}
+
+// Source hands the pods bound to this node to the agent: every pod but
+// mirror pods (those are the static pods' copies) and pods the API already
+// shows finished (Succeeded or Failed: the kubelet does not run them
+// again; their runtime leftovers are cleaned up).
+type Source struct {
+	cfg  SourceConfig
+	log  *zap.Logger
+	poke chan struct{}
+}
+
+// NewSource registers the source's handlers on the informer.
+func NewSource(cfg SourceConfig) (*Source, error) {
+	if cfg.Pods == nil || cfg.Sink == nil || cfg.Logger == nil {
+		return nil, errors.New("api pod source: Pods, Sink and Logger are required")
+	}
+	if cfg.CheckpointWait <= 0 {
+		cfg.CheckpointWait = 5 * time.Second
+	}
+	s := &Source{cfg: cfg, log: cfg.Logger.Named("apisource"), poke: make(chan struct{}, 1)}
+	poke := func() {
+		select {
+		case s.poke <- struct{}{}:
+		default:
+		}
+	}
+	_, err := cfg.Pods.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	})
+	return s, err
+}
+
+// Run hands over the set after every change until ctx ends.
+func (s *Source) Run(ctx context.Context) error {
+	synced := s.cfg.Pods.Informer.HasSynced
+	wait := time.NewTimer(s.cfg.CheckpointWait)
+	defer wait.Stop()
+	for !synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.poke:
+		case <-time.After(50 * time.Millisecond):
+		case <-wait.C:
+			pods, err := readCheckpoint(s.cfg.Checkpoint)
+			switch {
+			case err != nil:
+				s.log.Warn("API server not reached and no usable checkpoint of its pods; waiting for it", zap.Error(err))
+			default:
+				s.log.Warn("API server not reached; running the pods it last bound to this node until it answers", zap.Int("pods", len(pods)))
+				s.cfg.Sink(pods)
+			}
+		}
+	}
+	s.log.Info("API pods synced")
+	var last []byte
+	for {
+		pods := s.current()
+		s.cfg.Sink(pods)
+		last = s.checkpoint(pods, last)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.poke:
+		}
+	}
+}
+
+func (s *Source) current() []*v1.Pod {
+	all, _ := s.cfg.Pods.Lister.List(labels.Everything())
+	out := make([]*v1.Pod, 0, len(all))
+	for _, p := range all {
+		if IsMirror(p) || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+			continue
+		}
+		out = append(out, markAPI(p))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out
+}
+
+// markAPI returns a copy of the informer's pod (never modified in place)
+// with the config.source annotation.
+func markAPI(p *v1.Pod) *v1.Pod {
+	c := p.DeepCopy()
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[configSourceAnnotation] = pod.SourceAPI
+	return c
+}
+
+// checkpoint writes the set when it changed; it returns what it wrote.
+func (s *Source) checkpoint(pods []*v1.Pod, last []byte) []byte {
+	if s.cfg.Checkpoint == "" {
+		return nil
+	}
+	specs := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		c := p.DeepCopy()
+		c.Status = v1.PodStatus{} // only what to run; statuses come back from the runtime
+		c.ManagedFields = nil
+		specs[i] = c
+	}
+	body, err := json.Marshal(&v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: derefPods(specs)})
+	if err != nil || string(body) == string(last) {
+		return last
+	}
+	if err := writeFileAtomic(s.cfg.Checkpoint, body, 0o600); err != nil {
+		s.log.Warn("checkpoint API pods", zap.Error(err))
+		return last
+	}
+	return body
+}
+
+func derefPods(ps []*v1.Pod) []v1.Pod {
+	out := make([]v1.Pod, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
+}
+
+func readCheckpoint(path string) ([]*v1.Pod, error) {
+	if path == "" {
+		return nil, errors.New("no checkpoint file configured")
+	}
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var l v1.PodList
+	if err := json.Unmarshal(body, &l); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	out := make([]*v1.Pod, 0, len(l.Items))
+	for i := range l.Items {
+		p := &l.Items[i]
+		if p.UID == "" || p.Name == "" || !IsAPIPod(p) {
+			return nil, fmt.Errorf("checkpoint %s: pod %d is not an API pod", path, i)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func writeFileAtomic(path string, body []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

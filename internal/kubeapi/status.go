@@ -1,0 +1,369 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// StatusConfig wires the StatusWriter.
+type StatusConfig struct {
+	Client   kubernetes.Interface
+	Pods     *NodePods
+	NodeName string
+	// NodeUID returns the registered Node's UID ("" until registered):
+	// mirror pods are owned by the Node.
+	NodeUID func() types.UID
+	// SourcesReady reports whether every pod source was heard from: until
+	// then no mirror pod is an orphan.
+	SourcesReady func() bool
+	Logger       *zap.Logger
+}
+
+// StatusWriter is the one writer of pod statuses to the API server. It
+// keeps the newest status of each pod and patches it to the API's pod
+// (the mirror pod, for a static pod) from its own goroutine — only when
+// it differs from what the API shows, with per-pod retry and backoff,
+// never turning a finished pod (Succeeded, Failed) back into a running
+// one, never writing to another pod of the same name (a UID
+// precondition). It also keeps each static pod's mirror pod, deletes an
+// API pod whose deletion was asked for once its containers are gone, and
+// posts events.
+type StatusWriter struct {
+	cfg   StatusConfig
+	log   *zap.Logger
+	queue workqueue.TypedRateLimitingInterface[types.UID]
+	rec   record.EventRecorder
+	bcast record.EventBroadcaster
+
+	mu     sync.Mutex
+	want   map[types.UID]*entry
+	static map[string]types.UID // namespace/name of static pods → UID
+}
+
+type entry struct {
+	pod     *v1.Pod
+	status  *v1.PodStatus // nil until the first status
+	removed bool
+}
+
+// NewStatusWriter registers the writer's handlers on the informer.
+func NewStatusWriter(cfg StatusConfig) (*StatusWriter, error) {
+	if cfg.Client == nil || cfg.Pods == nil || cfg.NodeName == "" || cfg.NodeUID == nil || cfg.Logger == nil {
+		return nil, errors.New("status writer: Client, Pods, NodeName, NodeUID and Logger are required")
+	}
+	if cfg.SourcesReady == nil {
+		cfg.SourcesReady = func() bool { return true }
+	}
+	w := &StatusWriter{cfg: cfg, log: cfg.Logger.Named("apistatus"),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](200*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "podstatus"}),
+		want: map[types.UID]*entry{}, static: map[string]types.UID{}}
+	// Events as client-go's recorder posts them: aggregated (similar
+	// events within 10 minutes become one with a count) and rate-limited
+	// per object.
+	w.bcast = record.NewBroadcaster()
+	w.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.Client.CoreV1().Events("")})
+	w.rec = w.bcast.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: cfg.NodeName})
+	onPod := func(obj any) {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				p, _ = t.Obj.(*v1.Pod)
+			}
+		}
+		if p == nil {
+			return
+		}
+		w.mu.Lock()
+		uid, isStatic := w.static[p.Namespace+"/"+p.Name]
+		_, isOurs := w.want[p.UID]
+		w.mu.Unlock()
+		switch {
+		case isStatic && IsMirror(p):
+			w.queue.Add(uid) // created, changed or deleted: re-check the mirror
+		case isOurs:
+			w.queue.Add(p.UID)
+		case IsMirror(p):
+			w.queue.Add(orphanKey) // maybe an orphan
+		}
+	}
+	_, err := cfg.Pods.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onPod, UpdateFunc: func(_, n any) { onPod(n) }, DeleteFunc: onPod,
+	})
+	return w, err
+}
+
+// orphanKey queues a pass over the mirror pods no static pod owns.
+const orphanKey = types.UID("\x00orphans")
+
+// Recorder is the API event recorder ("kubelet" source, this node).
+func (w *StatusWriter) Recorder() record.EventRecorder { return w.rec }
+
+// PodStatus records p's newest status (called on every change).
+func (w *StatusWriter) PodStatus(p *v1.Pod, s v1.PodStatus) {
+	s = *s.DeepCopy()
+	w.mu.Lock()
+	e := w.want[p.UID]
+	if e == nil {
+		e = &entry{}
+		w.want[p.UID] = e
+	}
+	e.pod, e.status, e.removed = p, &s, false
+	if !IsAPIPod(p) {
+		w.static[p.Namespace+"/"+p.Name] = p.UID
+	}
+	w.mu.Unlock()
+	w.queue.Add(p.UID)
+}
+
+// PodRemoved records that p is gone from the node: an API pod whose
+// deletion was asked for is deleted for good; a static pod's mirror pod
+// is deleted.
+func (w *StatusWriter) PodRemoved(p *v1.Pod) {
+	w.mu.Lock()
+	e := w.want[p.UID]
+	if e == nil {
+		e = &entry{pod: p}
+		w.want[p.UID] = e
+	}
+	if p.DeletionTimestamp != nil || e.pod == nil {
+		e.pod = p
+	}
+	e.removed = true
+	w.mu.Unlock()
+	w.queue.Add(p.UID)
+}
+
+// PodEvent posts an event about p; a static pod's events are about its
+// mirror pod, so that `kubectl describe` shows them.
+func (w *StatusWriter) PodEvent(p *v1.Pod, eventType, reason, message string) {
+	obj := p
+	if !IsAPIPod(p) {
+		if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && IsMirror(m) {
+			obj = m
+		}
+	}
+	w.rec.Event(obj, eventType, reason, message)
+}
+
+// Run writes until ctx ends.
+func (w *StatusWriter) Run(ctx context.Context) {
+	defer w.bcast.Shutdown()
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	// Orphaned mirror pods are looked for now and then too: a static pod
+	// removed while the agent was down leaves one.
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.queue.Add(orphanKey)
+			}
+		}
+	}()
+	for {
+		uid, quit := w.queue.Get()
+		if quit {
+			return
+		}
+		err := w.sync(ctx, uid)
+		switch {
+		case err == nil:
+			w.queue.Forget(uid)
+		case ctx.Err() != nil:
+		default:
+			w.log.Warn("write pod to the API server failed; retrying", zap.String("uid", string(uid)), zap.Error(err))
+			w.queue.AddRateLimited(uid)
+		}
+		w.queue.Done(uid)
+	}
+}
+
+func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
+	if uid == orphanKey {
+		return w.deleteOrphanedMirrors(ctx)
+	}
+	w.mu.Lock()
+	e, ok := w.want[uid]
+	var p *v1.Pod
+	var s *v1.PodStatus
+	removed := false
+	if ok {
+		p, s, removed = e.pod, e.status, e.removed
+	}
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if removed {
+		if err := w.finish(ctx, p); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		if e := w.want[uid]; e != nil && e.removed {
+			delete(w.want, uid)
+			if w.static[p.Namespace+"/"+p.Name] == uid {
+				delete(w.static, p.Namespace+"/"+p.Name)
+			}
+		}
+		w.mu.Unlock()
+		return nil
+	}
+	var target *v1.Pod
+	if IsAPIPod(p) {
+		cur, ok := w.cfg.Pods.Get(p.Namespace, p.Name)
+		if !ok || cur.UID != p.UID {
+			return nil // gone from the API (or replaced): nothing to write to
+		}
+		target = cur
+	} else {
+		m, err := w.ensureMirror(ctx, p)
+		if err != nil || m == nil {
+			return err
+		}
+		target = m
+	}
+	if s == nil {
+		return nil
+	}
+	return w.patchStatus(ctx, target, *s)
+}
+
+// ownedConditions are the pod conditions the node sets; others (set by
+// the scheduler, controllers or readiness gates) are kept as they are.
+var ownedConditions = map[v1.PodConditionType]bool{
+	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true, v1.PodScheduled: true,
+}
+
+func isTerminal(ph v1.PodPhase) bool { return ph == v1.PodSucceeded || ph == v1.PodFailed }
+
+// patchStatus writes s to target when it differs, as a strategic merge
+// patch that also carries target's UID: applied to any other pod of that
+// name it fails (the UID is immutable).
+func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.PodStatus) error {
+	old := target.Status
+	if isTerminal(old.Phase) && !isTerminal(s.Phase) {
+		return nil // a finished pod stays finished
+	}
+	if old.StartTime != nil {
+		s.StartTime = old.StartTime
+	}
+	s.ObservedGeneration = target.Generation
+	for _, oc := range old.Conditions {
+		if !ownedConditions[oc.Type] {
+			s.Conditions = append(s.Conditions, oc)
+			continue
+		}
+		for i := range s.Conditions {
+			if c := &s.Conditions[i]; c.Type == oc.Type && c.Status == oc.Status {
+				c.LastTransitionTime = oc.LastTransitionTime
+			}
+		}
+	}
+	if oc := findCondition(old.Conditions, v1.PodScheduled); oc != nil {
+		for i := range s.Conditions {
+			if s.Conditions[i].Type == v1.PodScheduled {
+				s.Conditions[i] = *oc // the scheduler's, when it set it
+			}
+		}
+	}
+	oldJSON, err := json.Marshal(v1.Pod{Status: old})
+	if err != nil {
+		return err
+	}
+	newJSON, err := json.Marshal(v1.Pod{Status: s})
+	if err != nil {
+		return err
+	}
+	if string(oldJSON) == string(newJSON) {
+		return nil
+	}
+	withUID, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: target.UID}, Status: s})
+	if err != nil {
+		return err
+	}
+	patch, err := strategicpatch.CreateTwoWayMergePatch(oldJSON, withUID, v1.Pod{})
+	if err != nil {
+		return fmt.Errorf("status patch: %w", err)
+	}
+	_, err = w.cfg.Client.CoreV1().Pods(target.Namespace).Patch(ctx, target.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("patch status of %s/%s: %w", target.Namespace, target.Name, err)
+	}
+	if old.Phase != s.Phase {
+		w.log.Info("pod status written", zap.String("pod", target.Namespace+"/"+target.Name), zap.String("phase", string(s.Phase)))
+	}
+	return nil
+}
+
+func findCondition(cs []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range cs {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+// finish ends a removed pod's life in the API: an API pod whose deletion
+// was asked for is deleted with grace 0 (its containers are gone) and its
+// UID as precondition; a static pod's mirror pod is deleted.
+func (w *StatusWriter) finish(ctx context.Context, p *v1.Pod) error {
+	if IsAPIPod(p) {
+		if p.DeletionTimestamp == nil {
+			return nil
+		}
+		err := w.deletePod(ctx, p.Namespace, p.Name, p.UID)
+		if err == nil {
+			w.log.Info("pod deleted from the API server", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
+		}
+		return err
+	}
+	w.mu.Lock()
+	owner, owned := w.static[p.Namespace+"/"+p.Name]
+	w.mu.Unlock()
+	if owned && owner != p.UID {
+		return nil // a newer static pod of that name owns the mirror now
+	}
+	if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && IsMirror(m) {
+		return w.deletePod(ctx, m.Namespace, m.Name, m.UID)
+	}
+	return nil
+}
+
+func (w *StatusWriter) deletePod(ctx context.Context, ns, name string, uid types.UID) error {
+	zero := int64(0)
+	err := w.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
