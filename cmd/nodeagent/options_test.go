@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 func TestConfigFileFillsWhatFlagsDoNotSet(t *testing.T) {
@@ -64,7 +66,10 @@ func TestOptionErrors(t *testing.T) {
 	}{
 		{"no source", nil, "give --manifest-dir"},
 		{"static cpu policy", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static"}, "not built yet"},
-		{"kubeconfig", []string{"--manifest-dir", "/m", "--kubeconfig", "/k"}, "API server mode"},
+		{"bootstrap without kubeconfig", []string{"--manifest-dir", "/m", "--bootstrap-kubeconfig", "/b"}, "needs --kubeconfig"},
+		{"bad taint", []string{"--kubeconfig", "/k", "--register-with-taints", "a=b:Sometimes"}, "effect must be"},
+		{"bad reservation", []string{"--kubeconfig", "/k", "--kube-reserved", "memory=-1Gi"}, "non-negative quantity"},
+		{"bad eviction threshold", []string{"--kubeconfig", "/k", "--eviction-hard", "memory.available<lots"}, "bad quantity"},
 		{"wrong config kind", []string{"--config", bad}, "want kind KubeletConfiguration"},
 		{"bad label", []string{"--manifest-dir", "/m", "--node-labels", "novalue"}, "want key=value"},
 	}
@@ -75,5 +80,23 @@ func TestOptionErrors(t *testing.T) {
 				t.Fatalf("error %v, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestAPIModeOptions(t *testing.T) {
+	o, err := parseOptions([]string{"--kubeconfig", "/k", "--register-with-taints", "dedicated=edge:NoSchedule,gpu:NoExecute",
+		"--kube-reserved", "cpu=100m,memory=256Mi", "--system-reserved", "memory=128Mi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1.Taint{{Key: "dedicated", Value: "edge", Effect: v1.TaintEffectNoSchedule}, {Key: "gpu", Effect: v1.TaintEffectNoExecute}}
+	if len(o.taints) != 2 || o.taints[0] != want[0] || o.taints[1] != want[1] {
+		t.Fatalf("taints = %+v", o.taints)
+	}
+	if o.kubeAPIQPS != 50 || o.kubeAPIBurst != 100 || !o.registerNode || o.nodeStatusReportFrequency != 5*time.Minute {
+		t.Fatalf("defaults: qps %v burst %d register %v report %v", o.kubeAPIQPS, o.kubeAPIBurst, o.registerNode, o.nodeStatusReportFrequency)
+	}
+	if m := o.reserved[0][v1.ResourceMemory]; m.String() != "256Mi" || len(o.hardThresholds) != 4 {
+		t.Fatalf("reserved %v thresholds %v", o.reserved, o.hardThresholds)
 	}
 }

@@ -316,7 +316,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
 			RuntimeHealth: load(&runtimeHealth), NetworkHealth: load(&networkHealth), PLEGHealth: plegG.Healthy,
-			Images:          func(ctx context.Context) ([]v1.ContainerImage, error) { return nodeImages(ctx, conn, o.runtimeRequestTimeout) },
+			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
+				return nodeImages(ctx, conn, o.runtimeRequestTimeout)
+			},
 			UpdateFrequency: o.nodeStatusUpdateFrequency, ReportFrequency: o.nodeStatusReportFrequency,
 			LeaseDuration: int32(o.nodeLeaseDurationSeconds),
 			OnPodCIDRs: func(cidrs []string) {

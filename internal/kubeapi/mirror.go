@@ -73,7 +73,7 @@ func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, er
 // deleteOrphanedMirrors deletes mirror pods on this node that no static
 // pod owns, once every source was heard from.
 func (w *StatusWriter) deleteOrphanedMirrors(ctx context.Context) error {
-	if !w.cfg.SourcesReady() || !w.cfg.Pods.Informer.HasSynced() {
+	if !w.cfg.SourcesReady() || !w.cfg.Pods.Synced() {
 		return nil
 	}
 	all, _ := w.cfg.Pods.Lister.List(labels.Everything())

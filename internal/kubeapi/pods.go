@@ -47,6 +47,8 @@ type NodePods struct {
 	Informer cache.SharedIndexInformer
 	Lister   corelisters.PodLister
 	factory  informers.SharedInformerFactory
+	// synced reports whether the first list arrived (Informer.HasSynced).
+	synced func() bool
 }
 
 // NewNodePods watches the pods with spec.nodeName = node.
@@ -55,8 +57,11 @@ func NewNodePods(cs kubernetes.Interface, node string) *NodePods {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
 	}))
 	inf := f.Core().V1().Pods()
-	return &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f}
+	return &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: inf.Informer().HasSynced}
 }
+
+// Synced reports whether the informer has listed the node's pods once.
+func (n *NodePods) Synced() bool { return n.synced() }
 
 // Start starts the watch.
 func (n *NodePods) Start(ctx context.Context) { n.factory.Start(ctx.Done()) }
@@ -118,7 +123,7 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 
 // Run hands over the set after every change until ctx ends.
 func (s *Source) Run(ctx context.Context) error {
-	synced := s.cfg.Pods.Informer.HasSynced
+	synced := s.cfg.Pods.Synced
 	wait := time.NewTimer(s.cfg.CheckpointWait)
 	defer wait.Stop()
 	for !synced() {

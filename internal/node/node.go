@@ -346,9 +346,9 @@ func (m *Manager) updateStatus(ctx context.Context, force bool) {
 // change, and every condition carries now as its heartbeat.
 func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time) v1.NodeStatus {
 	st := v1.NodeStatus{
-		Capacity:    m.cfg.Capacity.DeepCopy(),
-		Allocatable: m.cfg.Allocatable.DeepCopy(),
-		NodeInfo:    m.info,
+		Capacity:        m.cfg.Capacity.DeepCopy(),
+		Allocatable:     m.cfg.Allocatable.DeepCopy(),
+		NodeInfo:        m.info,
 		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: m.cfg.Port}},
 	}
 	if m.cfg.NodeIP != "" {

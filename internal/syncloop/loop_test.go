@@ -34,10 +34,11 @@ var _ PLEG = (*plegtest.Fake)(nil)
 
 // call is one recorded runtime call.
 type call struct {
-	op   string // "sync" or "kill"
-	uid  pod.UID
-	spec *v1.Pod
-	st   *pod.RuntimeStatus // the status the worker acted on
+	op    string // "sync" or "kill"
+	uid   pod.UID
+	spec  *v1.Pod
+	st    *pod.RuntimeStatus // the status the worker acted on
+	grace int64              // kill's grace period (< 0: the pod's own)
 }
 
 // fakeRuntime records calls on a channel. gate, when set, blocks SyncPod
@@ -68,11 +69,11 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 		}
 	}
 	f.clock.Step(took)
-	f.calls <- call{"sync", p.UID, p, st}
+	f.calls <- call{"sync", p.UID, p, st, 0}
 	return res
 }
 
-func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, _ int64) error {
+func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {
 	f.mu.Lock()
 	gate, took := f.killGate, f.took
 	if g, ok := f.killGates[st.UID]; ok {
@@ -80,7 +81,7 @@ func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 	}
 	f.mu.Unlock()
 	f.clock.Step(took)
-	f.calls <- call{"kill", st.UID, p, st}
+	f.calls <- call{"kill", st.UID, p, st, grace}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -101,6 +102,7 @@ type fakeStatus struct {
 	admitted    chan pod.UID
 	terminating chan pod.UID
 	health      chan error
+	removedPods []*v1.Pod // the pods Removed was given, in order
 }
 
 func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
@@ -112,7 +114,12 @@ func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
 }
-func (f *fakeStatus) Removed(p *v1.Pod) { f.removed <- p.UID }
+func (f *fakeStatus) Removed(p *v1.Pod) {
+	f.mu.Lock()
+	f.removedPods = append(f.removedPods, p)
+	f.mu.Unlock()
+	f.removed <- p.UID
+}
 
 // armClock is a FakeClock that reports each After once it is armed, so a
 // test steps time exactly when the loop waits for it.

@@ -315,7 +315,7 @@ func (c *Cluster) kubeControllerManagerArgs(kubeconfig string) []string {
 		"--secure-port=0", // no health/metrics endpoint: nothing probes it
 		"--leader-elect=false",
 		"--use-service-account-credentials",
-		"--controllers=*,tokencleaner,bootstrapsigner",
+		"--controllers=*,bootstrap-signer-controller,token-cleaner-controller",
 		"--root-ca-file=" + p.crt(caName),
 		"--service-account-private-key-file=" + p.key(serviceAccountName),
 		"--cluster-signing-cert-file=" + p.crt(caName),

@@ -1,0 +1,262 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+)
+
+// These tests call the writer's sync for one pod directly and look at the
+// requests the fake clientset received; the informer is not started: its
+// store is filled by the test, so what the writer reads is exact.
+
+type statusRig struct {
+	w     *StatusWriter
+	cs    *fake.Clientset
+	pods  *NodePods
+	ready bool
+}
+
+func newStatusRig(t *testing.T, objs ...*v1.Pod) *statusRig {
+	t.Helper()
+	cs := fake.NewClientset()
+	f := informers.NewSharedInformerFactory(cs, 0)
+	inf := f.Core().V1().Pods()
+	np := &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: func() bool { return true }}
+	r := &statusRig{cs: cs, pods: np, ready: true}
+	for _, p := range objs {
+		r.put(t, p)
+	}
+	w, err := NewStatusWriter(StatusConfig{Client: cs, Pods: np, NodeName: "n1",
+		NodeUID: func() types.UID { return "node-uid" }, SourcesReady: func() bool { return r.ready },
+		Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.bcast.Shutdown)
+	r.w = w
+	return r
+}
+
+// put stores p in the API (fake clientset) and the informer's cache.
+func (r *statusRig) put(t *testing.T, p *v1.Pod) {
+	t.Helper()
+	if err := r.pods.Informer.GetStore().Add(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cs.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), p.Namespace, p.Name); err == nil {
+		if err := r.cs.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err := r.cs.Tracker().Add(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refresh copies the API's version of the pod into the cache, as the
+// informer would.
+func (r *statusRig) refresh(t *testing.T, ns, name string) *v1.Pod {
+	t.Helper()
+	p, err := r.cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.pods.Informer.GetStore().Update(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (r *statusRig) sync(t *testing.T, uid types.UID) {
+	t.Helper()
+	if err := r.w.sync(context.Background(), uid); err != nil {
+		t.Fatalf("sync %s: %v", uid, err)
+	}
+}
+
+// writes returns the non-read requests made since the last call.
+func (r *statusRig) writes() []k8stesting.Action {
+	var out []k8stesting.Action
+	for _, a := range r.cs.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			out = append(out, a)
+		}
+	}
+	r.cs.ClearActions()
+	return out
+}
+
+func apiPod(uid, name string, phase v1.PodPhase) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "default", Generation: 3},
+		Spec:   v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "i"}}},
+		Status: v1.PodStatus{Phase: phase}}
+}
+
+func running() v1.PodStatus {
+	return v1.PodStatus{Phase: v1.PodRunning, PodIP: "10.0.0.5", Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}}
+}
+
+func TestStatusIsPatchedOnlyWhenItChanges(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodPending)
+	stored.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
+	r := newStatusRig(t, stored)
+	r.w.PodStatus(markAPI(stored), running())
+	r.sync(t, "u1")
+	ws := r.writes()
+	if len(ws) != 1 || ws[0].GetVerb() != "patch" || ws[0].GetSubresource() != "status" {
+		t.Fatalf("writes = %v, want one status patch", ws)
+	}
+	var body struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(ws[0].(k8stesting.PatchAction).GetPatch(), &body); err != nil || body.Metadata.UID != "u1" {
+		t.Fatalf("patch %s: want the pod's UID in it (a precondition), err %v", ws[0].(k8stesting.PatchAction).GetPatch(), err)
+	}
+	got := r.refresh(t, "default", "a")
+	if got.Status.Phase != v1.PodRunning || got.Status.PodIP != "10.0.0.5" || got.Status.ObservedGeneration != 3 {
+		t.Fatalf("API status = %+v", got.Status)
+	}
+	if findCondition(got.Status.Conditions, "example.com/gate") == nil {
+		t.Fatalf("a condition the node does not own was dropped: %+v", got.Status.Conditions)
+	}
+	// The same status again: nothing to write.
+	r.w.PodStatus(markAPI(stored), running())
+	r.sync(t, "u1")
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v for an unchanged status, want none", ws)
+	}
+}
+
+func TestFinishedPodIsNeverWrittenBackToRunning(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodSucceeded)
+	r := newStatusRig(t, stored)
+	r.w.PodStatus(markAPI(stored), running())
+	r.sync(t, "u1")
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v, want none for a Succeeded pod", ws)
+	}
+}
+
+func TestStatusOfAReplacedPodIsNotWritten(t *testing.T) {
+	// The API holds a newer pod of the same name (another UID).
+	r := newStatusRig(t, apiPod("u2", "a", v1.PodPending))
+	r.w.PodStatus(markAPI(apiPod("u1", "a", v1.PodPending)), running())
+	r.sync(t, "u1")
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v, want none to another pod of the name", ws)
+	}
+}
+
+func TestDeletedPodIsRemovedWithGraceZeroAndItsUID(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodRunning)
+	now := metav1.Now()
+	stored.DeletionTimestamp = &now
+	r := newStatusRig(t, stored)
+	r.w.PodRemoved(markAPI(stored))
+	r.sync(t, "u1")
+	ws := r.writes()
+	if len(ws) != 1 || ws[0].GetVerb() != "delete" {
+		t.Fatalf("writes = %v, want one delete", ws)
+	}
+	opts := ws[0].(k8stesting.DeleteAction).GetDeleteOptions()
+	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != "u1" {
+		t.Fatalf("delete options = %+v, want grace 0 and UID u1", opts)
+	}
+	// A pod removed from the node without a deletion (it finished) stays.
+	r2 := newStatusRig(t, apiPod("u3", "b", v1.PodSucceeded))
+	r2.w.PodRemoved(markAPI(apiPod("u3", "b", v1.PodSucceeded)))
+	r2.sync(t, "u3")
+	if ws := r2.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v, want none", ws)
+	}
+}
+
+func staticPod(uid, name, hash string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "kube-system",
+		Annotations: map[string]string{configHashAnnotation: hash, configSourceAnnotation: pod.SourceFile}},
+		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "i"}}}}
+	return p
+}
+
+func TestMirrorPodIsCreatedReplacedAndGetsTheStatus(t *testing.T) {
+	r := newStatusRig(t)
+	sp := staticPod("s1", "etcd-n1", "h1")
+	r.w.PodStatus(sp, running())
+	r.sync(t, "s1")
+	ws := r.writes()
+	if len(ws) != 2 || ws[0].GetVerb() != "create" || ws[1].GetVerb() != "patch" || ws[1].GetSubresource() != "status" {
+		t.Fatalf("writes = %v, want the mirror pod created and the static pod's status written to it", ws)
+	}
+	m := ws[0].(k8stesting.CreateAction).GetObject().(*v1.Pod)
+	if m.Annotations[configMirrorAnnotation] != "h1" || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "Node" || m.OwnerReferences[0].UID != "node-uid" {
+		t.Fatalf("mirror pod = %+v", m.ObjectMeta)
+	}
+	// The informer sees it (the fake API gives no UID: the test does);
+	// nothing more to write.
+	m = r.refresh(t, "kube-system", "etcd-n1")
+	m.UID = "m1"
+	r.put(t, m)
+	r.sync(t, "s1")
+	if ws = r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v, want none: the mirror pod shows the status", ws)
+	}
+	// kubectl delete of the mirror pod: it is replaced, the static pod
+	// untouched.
+	m = r.refresh(t, "kube-system", "etcd-n1")
+	now := metav1.Now()
+	m.DeletionTimestamp = &now
+	r.put(t, m)
+	r.sync(t, "s1")
+	ws = r.writes()
+	if len(ws) < 2 || ws[0].GetVerb() != "delete" || ws[1].GetVerb() != "create" {
+		t.Fatalf("writes = %v, want the deleted mirror replaced (delete, create)", ws)
+	}
+	// An edited static pod (new UID and hash) replaces its mirror pod.
+	m = r.refresh(t, "kube-system", "etcd-n1")
+	m.UID = "m2"
+	r.put(t, m)
+	sp2 := staticPod("s2", "etcd-n1", "h2")
+	r.w.PodStatus(sp2, running())
+	r.w.PodRemoved(sp)
+	r.sync(t, "s1") // the old static pod's removal leaves the new one's mirror
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v; the old static pod's removal must not touch the new one's mirror", ws)
+	}
+	r.sync(t, "s2")
+	ws = r.writes()
+	if len(ws) < 2 || ws[0].GetVerb() != "delete" || ws[1].GetVerb() != "create" {
+		t.Fatalf("writes = %v, want the old mirror replaced", ws)
+	}
+	if got := ws[1].(k8stesting.CreateAction).GetObject().(*v1.Pod).Annotations[configMirrorAnnotation]; got != "h2" {
+		t.Fatalf("new mirror's hash = %q, want h2", got)
+	}
+}
+
+func TestOrphanedMirrorPodsAreDeletedOnlyOnceSourcesAreReady(t *testing.T) {
+	orphan := staticPod("m9", "gone-n1", "h9")
+	orphan.Annotations[configMirrorAnnotation] = "h9"
+	r := newStatusRig(t, orphan, apiPod("u1", "a", v1.PodRunning))
+	r.ready = false
+	r.sync(t, orphanKey)
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v before the sources were heard from, want none", ws)
+	}
+	r.ready = true
+	r.sync(t, orphanKey)
+	ws := r.writes()
+	if len(ws) != 1 || ws[0].GetVerb() != "delete" || ws[0].(k8stesting.DeleteAction).GetName() != "gone-n1" {
+		t.Fatalf("writes = %v, want the orphaned mirror (only) deleted", ws)
+	}
+}
