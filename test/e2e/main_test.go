@@ -62,6 +62,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopCluster()
 	conn.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)

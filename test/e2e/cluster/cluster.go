@@ -303,6 +303,10 @@ func (c *Cluster) kubeAPIServerArgs(etcdPort, securePort int) []string {
 		"--kubelet-preferred-address-types=InternalIP",
 		// Anything the apiserver would generate stays under Dir.
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
+		// On SIGTERM, drain in-flight requests (answering 429 meanwhile),
+		// then give open watches 2 s; without it the HTTP server waits
+		// --request-timeout (60 s) for the controller-manager's watches.
+		"--shutdown-send-retry-after=true",
 		"--profiling=false",
 	}
 }

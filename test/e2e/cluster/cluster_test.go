@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"net"
-	"os/exec"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -63,13 +62,11 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("apiserver restart", func(t *testing.T) {
-		dir := dir
 		begin := time.Now()
 		if err := c.StopAPIServer(); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("StopAPIServer took %v", since(begin))
-		exec.Command("cp", filepath.Join(dir, "kube-apiserver.log"), "/tmp/apiserver-debug.log").Run()
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := c.Admin.CoreV1().Nodes().List(rctx, metav1.ListOptions{})
 		rcancel()

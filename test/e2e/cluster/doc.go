@@ -21,13 +21,18 @@
 //   - --endpoint-reconciler-type=none: the kubernetes Service has no
 //     endpoints, since 127.0.0.1 is unreachable from a pod's network
 //     namespace anyway.
+//   - kube-apiserver runs with --shutdown-send-retry-after, so SIGTERM
+//     ends it in about 2 s instead of waiting --request-timeout (60 s) for
+//     the controller-manager's open watches.
 //   - The apiserver does not verify agents' serving certificates
 //     (no --kubelet-certificate-authority): agents serve self-signed ones.
 //
 // Concurrency: a Cluster's methods may be called from several goroutines;
 // Stop, StopAPIServer and StartAPIServer serialise on one mutex. Processes
 // run in their own process group with Pdeathsig SIGKILL, so they die with
-// a crashed test binary; Stop ends them by PID (SIGTERM, then SIGKILL) and
+// a crashed test binary (Pdeathsig follows the thread that started them;
+// the Go runtime keeps threads unless a goroutine exits while locked to
+// one, which nothing here does); Stop ends them by PID (SIGTERM, then SIGKILL) and
 // waits. Everything, logs included (etcd.log, kube-apiserver.log,
 // kube-controller-manager.log), stays under Options.Dir.
 package cluster
