@@ -10,6 +10,7 @@ build:
 
 deps:
 	bash hack/install-deps.sh
+	bash hack/install-controlplane.sh
 
 # The whole proof: unit tests (with -race), then end-to-end tests on a rig
 # this target brings up and tears down (containerd 2.x, then Debian's 1.6).

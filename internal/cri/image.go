@@ -57,6 +57,8 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		}
 	}
 	if present != "" {
+		// As the kubelet: every container start tells where its image came from.
+		r.event(p, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
 		return present, nil
 	}
 	if c.ImagePullPolicy == v1.PullNever {

@@ -301,8 +301,11 @@ func (m *Manager) updateStatus(ctx context.Context, force bool) {
 	}
 	now := metav1.NewTime(m.cfg.Clock.Now())
 	st := m.status(ctx, cur.Status, now)
+	// Changed is judged against what the API shows, not against what was
+	// last sent: a condition the node lifecycle controller set (Unknown,
+	// after an outage) is corrected at once.
+	changed := !statusEqual(cur.Status, st)
 	m.mu.Lock()
-	changed := m.lastSent == nil || !statusEqual(*m.lastSent, st)
 	due := m.cfg.Clock.Since(m.lastAt) >= m.cfg.ReportFrequency
 	m.mu.Unlock()
 	if !changed && !due && !force {

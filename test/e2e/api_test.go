@@ -70,7 +70,9 @@ func newAPIAgent(t *testing.T, c *cluster.Cluster, extra ...string) *agent {
 	a := newAgent(t)
 	kubeconfig := filepath.Join(a.root, "kubeconfig")
 	a.extra = append([]string{"--kubeconfig", kubeconfig, "--bootstrap-kubeconfig", c.BootstrapKubeconfig,
-		"--cert-dir", filepath.Join(a.root, "pki"), "--node-status-update-frequency", "2s"}, extra...)
+		"--cert-dir", filepath.Join(a.root, "pki"), "--node-status-update-frequency", "2s",
+		// An edited ConfigMap reaches its volume at the pod's next sync.
+		"--sync-frequency", "10s"}, extra...)
 	t.Cleanup(func() {
 		// The agent is stopped first (newAgent's cleanup runs after this
 		// one); the Node goes with the test.
@@ -202,6 +204,40 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 		t.Fatalf("sandbox uid %s, want the API's %s", sbs[0].Metadata.Uid, p.UID)
 	}
 
+	// The kubelet's events, in the API, about the pod.
+	evs, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, e := range evs.Items {
+		reasons[e.Reason] = true
+		if e.Source.Component != "kubelet" || e.Source.Host != a.node || e.InvolvedObject.UID != p.UID {
+			t.Fatalf("event %+v", e)
+		}
+	}
+	for _, want := range []string{"Pulled", "Created", "Started"} {
+		if !reasons[want] {
+			t.Fatalf("events %v lack %s", reasons, want)
+		}
+	}
+
+	// A pod the node refuses is Failed in the API with the handler's
+	// reason.
+	refused := apiSleeper(a, "picky")
+	refused.Spec.NodeSelector = map[string]string{"disk": "ssd"}
+	if _, err := c.Admin.CoreV1().Pods("default").Create(ctx, refused, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		c.Admin.CoreV1().Pods("default").Delete(context.Background(), refused.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	eventually(t, 30*time.Second, "refused pod Failed with reason NodeAffinity", func() bool {
+		got := apiPod(c, t, "default", refused.Name)
+		return got != nil && got.Status.Phase == v1.PodFailed && got.Status.Reason == "NodeAffinity"
+	})
+
 	// kubectl delete (grace 30 s): the container gets SIGTERM and leaves,
 	// the agent deletes the object once it is gone — well before the
 	// grace period would have ended in SIGKILL.
@@ -214,6 +250,15 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 	if len(a.sandboxes("web")) != 0 {
 		t.Fatal("the pod's sandbox outlived its API object")
 	}
+
+	// A deleted Node is registered again.
+	if err := c.Admin.CoreV1().Nodes().Delete(ctx, a.node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Node registered again and Ready", func() bool {
+		again, err := c.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+		return err == nil && again.UID != n.UID && nodeReady(c, a.node)
+	})
 }
 
 // TestAPIPodReadsConfigMapsSecretsAndItsToken: a ConfigMap volume follows
@@ -411,19 +456,15 @@ func TestAPIServerOutageAndAgentRestart(t *testing.T) {
 	if now := a.running("steady", "main"); now == nil || now.Id != ctr.Id {
 		t.Fatal("the container was restarted during the API outage")
 	}
-	eventually(t, 60*time.Second, "node status posted after the outage", func() bool {
-		n, err := c.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == v1.NodeReady {
-				return cond.Status == v1.ConditionTrue && cond.LastHeartbeatTime.After(down.Add(60*time.Second))
-			}
-		}
-		return false
+	back := time.Now()
+	// The node's heartbeat resumes (its Lease), and it is Ready — the node
+	// lifecycle controller may have marked it Unknown meanwhile; the agent
+	// then posts its status again at once.
+	eventually(t, 60*time.Second, "Lease renewed and node Ready after the outage", func() bool {
+		l, err := c.Admin.CoordinationV1().Leases("kube-node-lease").Get(ctx, a.node, metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(back) && nodeReady(c, a.node)
 	})
-
+	t.Logf("API server down %v; heartbeat and Ready back %v after its return", back.Sub(down).Round(time.Second), time.Since(back).Round(time.Millisecond))
 	// SIGKILL and restart: nothing restarts, and no write to the API
 	// shows the pod any worse than before — every version of it is
 	// watched from before the kill until the restarted agent has synced
