@@ -338,7 +338,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		api.nodeUID = nodeMgr.UID
 		src, err := kubeapi.NewSource(kubeapi.SourceConfig{
-			Pods: api.pods, Checkpoint: filepath.Join(o.rootDir, "checkpoints", "api-pods.json"), Logger: log,
+			Pods: api.pods, Checkpoint: filepath.Join(o.rootDir, "checkpoints", "api-pods.json"), Clock: clk, Logger: log,
 			Sink: func(pods []*v1.Pod) { mux.Set(gctx, pod.SourceAPI, pods) },
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -85,6 +86,7 @@ type SourceConfig struct {
 	// so the node runs what it last knew instead of nothing.
 	Checkpoint     string
 	CheckpointWait time.Duration
+	Clock          clock.WithTicker
 	Logger         *zap.Logger
 }
 
@@ -100,8 +102,8 @@ type Source struct {
 
 // NewSource registers the source's handlers on the informer.
 func NewSource(cfg SourceConfig) (*Source, error) {
-	if cfg.Pods == nil || cfg.Sink == nil || cfg.Logger == nil {
-		return nil, errors.New("api pod source: Pods, Sink and Logger are required")
+	if cfg.Pods == nil || cfg.Sink == nil || cfg.Logger == nil || cfg.Clock == nil {
+		return nil, errors.New("api pod source: Pods, Sink, Clock and Logger are required")
 	}
 	if cfg.CheckpointWait <= 0 {
 		cfg.CheckpointWait = 5 * time.Second
@@ -124,15 +126,17 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 // Run hands over the set after every change until ctx ends.
 func (s *Source) Run(ctx context.Context) error {
 	synced := s.cfg.Pods.Synced
-	wait := time.NewTimer(s.cfg.CheckpointWait)
+	wait := s.cfg.Clock.NewTimer(s.cfg.CheckpointWait)
 	defer wait.Stop()
+	poll := s.cfg.Clock.NewTicker(50 * time.Millisecond) // the informer's HasSynced has no signal
+	defer poll.Stop()
 	for !synced() {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.poke:
-		case <-time.After(50 * time.Millisecond):
-		case <-wait.C:
+		case <-poll.C():
+		case <-wait.C():
 			pods, err := readCheckpoint(s.cfg.Checkpoint)
 			switch {
 			case err != nil:
@@ -147,8 +151,8 @@ func (s *Source) Run(ctx context.Context) error {
 	var last []byte
 	for {
 		pods := s.current()
+		last = s.checkpoint(pods, last) // durable before acted on
 		s.cfg.Sink(pods)
-		last = s.checkpoint(pods, last)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -2,7 +2,8 @@
 // end-to-end tests: etcd, kube-apiserver and kube-controller-manager, from
 // the binaries hack/install-controlplane.sh caches in
 // $NODEAGENT_RIG_CACHE/bin, listening on 127.0.0.1 only, on free ports.
-// It builds only with -tags integration.
+// It is used by the end-to-end tests (-tags integration) and by the
+// benchmark (test/bench).
 //
 // It owns the processes, the credentials (a cluster CA made in Go that
 // serves the apiserver, authenticates clients and signs CSRs through the

@@ -1,0 +1,139 @@
+package kubeapi
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	testclock "k8s.io/utils/clock/testing"
+)
+
+// sourceRig is a Source over an informer whose store the test fills and
+// whose "synced" it decides; time is a fake clock.
+type sourceRig struct {
+	src    *Source
+	np     *NodePods
+	synced atomic.Bool
+	clock  *testclock.FakeClock
+	got    chan []*v1.Pod
+	ckpt   string
+}
+
+func newSourceRig(t *testing.T) *sourceRig {
+	t.Helper()
+	cs := fake.NewClientset()
+	f := informers.NewSharedInformerFactory(cs, 0)
+	inf := f.Core().V1().Pods()
+	r := &sourceRig{clock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), got: make(chan []*v1.Pod, 10),
+		ckpt: filepath.Join(t.TempDir(), "checkpoints", "api-pods.json")}
+	r.np = &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: r.synced.Load}
+	src, err := NewSource(SourceConfig{Pods: r.np, Sink: func(p []*v1.Pod) { r.got <- p }, Checkpoint: r.ckpt,
+		CheckpointWait: 5 * time.Second, Clock: r.clock, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.src = src
+	return r
+}
+
+func (r *sourceRig) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.src.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func (r *sourceRig) next(t *testing.T) []*v1.Pod {
+	t.Helper()
+	select {
+	case p := <-r.got:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing handed over")
+	}
+	return nil
+}
+
+// waitTimers waits until Run waits on the fake clock (its timer and
+// ticker), so that a step reaches them.
+func (r *sourceRig) waitTimers(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.clock.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never waited on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSourceHandsOverAPIPodsButNotMirrorsOrFinishedOnes(t *testing.T) {
+	r := newSourceRig(t)
+	mirror := apiPod("m", "static-n1", v1.PodRunning)
+	mirror.Annotations = map[string]string{configMirrorAnnotation: "h"}
+	for _, p := range []*v1.Pod{apiPod("u1", "a", v1.PodRunning), apiPod("u2", "b", v1.PodSucceeded), mirror} {
+		r.np.Informer.GetStore().Add(p)
+	}
+	r.synced.Store(true)
+	r.run(t)
+	pods := r.next(t)
+	if len(pods) != 1 || pods[0].UID != "u1" || !IsAPIPod(pods[0]) {
+		t.Fatalf("handed over %v, want only u1 marked as an API pod", pods)
+	}
+	// The informer's object is never modified.
+	if p, _ := r.np.Get("default", "a"); p.Annotations[configSourceAnnotation] != "" {
+		t.Fatal("the informer's pod was annotated in place")
+	}
+	// What was handed over is checkpointed, specs only.
+	ck, err := readCheckpoint(r.ckpt)
+	if err != nil || len(ck) != 1 || ck[0].UID != "u1" || ck[0].Status.Phase != "" {
+		t.Fatalf("checkpoint %v, %v", ck, err)
+	}
+	if st, _ := os.Stat(r.ckpt); st.Mode().Perm() != 0o600 {
+		t.Fatalf("checkpoint mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestSourceRunsTheCheckpointWhenTheAPIServerIsAway(t *testing.T) {
+	// An earlier run checkpointed u1.
+	first := newSourceRig(t)
+	first.np.Informer.GetStore().Add(apiPod("u1", "a", v1.PodRunning))
+	first.synced.Store(true)
+	first.run(t)
+	first.next(t)
+
+	r := newSourceRig(t)
+	r.ckpt = first.ckpt
+	r.src.cfg.Checkpoint = first.ckpt
+	r.run(t)
+	r.waitTimers(t)
+	r.clock.Step(5 * time.Second)
+	pods := r.next(t)
+	if len(pods) != 1 || pods[0].UID != "u1" {
+		t.Fatalf("handed over %v, want the checkpointed u1", pods)
+	}
+	// The API server answers: its set replaces the checkpoint's.
+	r.np.Informer.GetStore().Add(apiPod("u2", "b", v1.PodRunning))
+	r.synced.Store(true)
+	r.waitTimers(t)
+	r.clock.Step(50 * time.Millisecond)
+	pods = r.next(t)
+	if len(pods) != 1 || pods[0].UID != "u2" {
+		t.Fatalf("handed over %v, want the API's u2", pods)
+	}
+}
+
+func TestBrokenCheckpointIsNotRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(path, []byte(`{"items":[{"metadata":{"name":"x"}}]}`), 0o600)
+	if _, err := readCheckpoint(path); err == nil {
+		t.Fatal("a checkpoint of non-API pods was accepted")
+	}
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/test/e2e/cluster"
+)
+
+// apiPath measures the API path on a real control plane: n pods created
+// through the API server (bound to the agent's node) until all run, and
+// until all are reported Running in the API; beside them the same n as
+// static pods (the bulk measurement's shape); then the steady state of an
+// idle API-mode agent holding them.
+func apiPath(ctx context.Context) {
+	const n = 30
+	dir, err := os.MkdirTemp("", "nodeagent-bench-cluster")
+	if err != nil {
+		fail(err.Error())
+	}
+	defer os.RemoveAll(dir)
+	t0 := time.Now()
+	c, err := cluster.Start(ctx, cluster.Options{Dir: dir})
+	if err != nil {
+		fail("control plane: " + err.Error())
+	}
+	defer c.Stop()
+	fmt.Printf("API mode — %d pods through a real kube-apiserver (control plane up in %v)\n", n, time.Since(t0).Round(100*time.Millisecond))
+	node := "benchapi"
+	a := startAgent(node, "--kubeconfig", filepath.Join(work, node, "kubeconfig"), "--bootstrap-kubeconfig", c.BootstrapKubeconfig,
+		"--cert-dir", filepath.Join(work, node, "pki"))
+	defer a.stop()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(work, node, "kubeconfig")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fail("no client certificate for the agent")
+		}
+		c.ApproveCSRs(ctx, certificatesv1.KubeAPIServerClientKubeletSignerName)
+		time.Sleep(100 * time.Millisecond)
+	}
+	for !apiNodeReady(ctx, c, node) {
+		if time.Now().After(deadline) {
+			fail("node not Ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var upRun, upAPI, down, cpuUp []time.Duration
+	for r := 0; r < *bulkRuns; r++ {
+		names := map[string]bool{}
+		cpu0, _ := procStat(a.cmd.Process.Pid)
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("a%d-%s", i, node)
+			names[name] = true
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Admin.CoreV1().Pods("default").Create(ctx, apiBenchPod(name, node), metav1.CreateOptions{}); err != nil {
+					fail("create pod: " + err.Error())
+				}
+			}()
+		}
+		wg.Wait()
+		var last time.Time
+		for name := range names {
+			if s := startedAt(ctx, name, 120*time.Second); s.After(last) {
+				last = s
+			}
+		}
+		upRun = append(upRun, last.Sub(t0))
+		for {
+			l, err := c.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			running := 0
+			if err == nil {
+				for _, p := range l.Items {
+					if p.Status.Phase == v1.PodRunning {
+						running++
+					}
+				}
+			}
+			if running == n {
+				break
+			}
+			if time.Since(t0) > 120*time.Second {
+				fail("pods not reported Running in the API")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		upAPI = append(upAPI, time.Since(t0))
+		cpu1, _ := procStat(a.cmd.Process.Pid)
+		cpuUp = append(cpuUp, cpu1-cpu0)
+		if r == *bulkRuns-1 {
+			time.Sleep(3 * time.Second) // let the start-up work settle
+			c0, _ := procStat(a.cmd.Process.Pid)
+			time.Sleep(*idle)
+			c1, rss := procStat(a.cmd.Process.Pid)
+			fmt.Printf("  steady state, API mode, %d pods, %v: CPU %.2f s (%.2f%% of a core), RSS %.1f MiB\n",
+				n, *idle, (c1 - c0).Seconds(), 100*(c1-c0).Seconds()/idle.Seconds(), float64(rss)/1024)
+		}
+		t0 = time.Now()
+		for name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.Admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+			}()
+		}
+		wg.Wait()
+		for {
+			l, err := c.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			if err == nil && len(l.Items) == 0 {
+				break
+			}
+			if time.Since(t0) > 120*time.Second {
+				fail("pods not deleted")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		gone(ctx, names, 120*time.Second)
+		down = append(down, time.Since(t0))
+	}
+	fmt.Printf("  %-44s %9s (median of %d)\n", fmt.Sprintf("%d API pods created → all running", n), median(upRun).Round(time.Millisecond), *bulkRuns)
+	fmt.Printf("  %-44s %9s\n", fmt.Sprintf("%d API pods created → all Running in the API", n), median(upAPI).Round(time.Millisecond))
+	fmt.Printf("  %-44s %9s\n", fmt.Sprintf("%d API pods deleted → objects and sandboxes gone", n), median(down).Round(time.Millisecond))
+	fmt.Printf("  nodeagent CPU while %d API pods start: %v (median)\n", n, median(cpuUp))
+	fmt.Println("  (the same 30 as static pods: the \"30 pods up\" row above)")
+	fmt.Println()
+}
+
+func apiNodeReady(ctx context.Context, c *cluster.Cluster, name string) bool {
+	n, err := c.Admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == v1.NodeReady {
+			return cond.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func apiBenchPod(name, node string) *v1.Pod {
+	grace := int64(5)
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{{
+			Name: "main", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
+			Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"},
+		}}}}
+}
