@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -25,6 +26,13 @@ type apiMode struct {
 	nodeUID func() types.UID
 }
 
+// staticPods tells the status writer a static source's pods (nil-safe).
+func (a *apiMode) staticPods(source string, pods []*v1.Pod) {
+	if a != nil {
+		a.status.StaticPods(source, pods)
+	}
+}
+
 // objects is what pods read from the API server (nil without one).
 func (a *apiMode) objects() cri.Objects {
 	if a == nil {
@@ -35,7 +43,7 @@ func (a *apiMode) objects() cri.Objects {
 
 // connectAPI connects to the API server (bootstrapping the node's client
 // certificate when needed) and builds the API-mode parts.
-func connectAPI(ctx context.Context, o *options, nodeName string, log *zap.Logger) (*apiMode, error) {
+func connectAPI(ctx context.Context, o *options, nodeName string, staticSources []string, log *zap.Logger) (*apiMode, error) {
 	certDir := o.certDir
 	if certDir == "" {
 		certDir = filepath.Join(o.rootDir, "pki")
@@ -51,8 +59,9 @@ func connectAPI(ctx context.Context, o *options, nodeName string, log *zap.Logge
 	a.nodeUID = func() types.UID { return "" }
 	a.status, err = kubeapi.NewStatusWriter(kubeapi.StatusConfig{
 		Client: c.Clientset, Pods: a.pods, NodeName: nodeName,
-		NodeUID: func() types.UID { return a.nodeUID() },
-		Logger:  log,
+		NodeUID:       func() types.UID { return a.nodeUID() },
+		StaticSources: staticSources,
+		Logger:        log,
 	})
 	if err != nil {
 		c.Stop()

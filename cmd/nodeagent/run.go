@@ -156,7 +156,14 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	var api *apiMode
 	if o.kubeconfig != "" {
-		if api, err = connectAPI(ctx, o, nodeName, log); err != nil {
+		var static []string
+		if o.manifestDir != "" {
+			static = append(static, pod.SourceFile)
+		}
+		if o.manifestURL != "" {
+			static = append(static, pod.SourceHTTP)
+		}
+		if api, err = connectAPI(ctx, o, nodeName, static, log); err != nil {
 			return err
 		}
 		defer api.client.Stop()
@@ -209,7 +216,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if o.manifestDir != "" {
 		dir, err := podsource.NewDir(podsource.DirConfig{
 			Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
-			Sink:           func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceFile, pods) },
+			Sink:           func(pods []*v1.Pod) { api.staticPods(pod.SourceFile, pods); mux.Set(ctx, pod.SourceFile, pods) },
 			Problems:       func(p map[string]string) { statuses.SourceProblems(pod.SourceFile, p) },
 			RefuseInsecure: o.manifestPermissions == "refuse",
 		})
@@ -225,7 +232,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		src, err := podsource.NewHTTP(podsource.HTTPConfig{
 			URL: o.manifestURL, Header: header, NodeName: nodeName, Period: o.httpCheckFrequency, Clock: clk, Logger: log,
-			Sink:     func(pods []*v1.Pod) { mux.Set(ctx, pod.SourceHTTP, pods) },
+			Sink:     func(pods []*v1.Pod) { api.staticPods(pod.SourceHTTP, pods); mux.Set(ctx, pod.SourceHTTP, pods) },
 			Problems: func(p map[string]string) { statuses.SourceProblems(pod.SourceHTTP, p) },
 		})
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // envFor resolves a container's environment as the kubelet's
@@ -36,7 +38,7 @@ func (r *Runtime) envFor(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 	if r.cfg.Objects != nil {
 		links := p.Spec.EnableServiceLinks == nil || *p.Spec.EnableServiceLinks
 		svc, err := r.cfg.Objects.ServiceEnv(ctx, p.Namespace, links)
-		if err != nil {
+		if err != nil && !(errors.Is(err, ErrServicesNotSynced) && p.Annotations["kubernetes.io/config.source"] != pod.SourceAPI) {
 			return nil, fmt.Errorf("get service environment variables: %w", err)
 		}
 		service = svc

@@ -90,15 +90,7 @@ func (r *Runtime) stopContainer(ctx context.Context, id string, grace int64) err
 // directories deleted. Idempotent; NotFound is success.
 func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriodOverride int64) error {
 	log := r.log.With(zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(st.UID)))
-	grace := gracePeriodOverride
-	if grace < 0 {
-		var first *pod.Container
-		if len(st.Containers) > 0 {
-			first = st.Containers[0]
-		}
-		grace = gracePeriod(p, first)
-	}
-	if err := r.stopPod(ctx, p, st, grace, log); err != nil {
+	if err := r.stopPod(ctx, p, st, r.killGrace(p, st, gracePeriodOverride), log); err != nil {
 		return err
 	}
 	removed := map[string]bool{}
@@ -126,6 +118,26 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	}
 	log.Info("pod killed and removed", zap.Int("sandboxes", len(st.Sandboxes)), zap.Int("containers", len(st.Containers)))
 	return nil
+}
+
+// StopPod stops a pod's containers and sandboxes as KillPod does, and
+// removes nothing: their exit codes stay readable for a final status.
+func (r *Runtime) StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriodOverride int64) error {
+	log := r.log.With(zap.String("pod", st.Namespace+"/"+st.Name), zap.String("uid", string(st.UID)))
+	return r.stopPod(ctx, p, st, r.killGrace(p, st, gracePeriodOverride), log)
+}
+
+// killGrace is the grace period of a kill: the override, else the pod's
+// own, else the one recorded on its containers.
+func (r *Runtime) killGrace(p *v1.Pod, st *pod.RuntimeStatus, override int64) int64 {
+	if override >= 0 {
+		return override
+	}
+	var first *pod.Container
+	if len(st.Containers) > 0 {
+		first = st.Containers[0]
+	}
+	return gracePeriod(p, first)
 }
 
 func (r *Runtime) removeSandbox(ctx context.Context, id string) error {

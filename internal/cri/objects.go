@@ -38,6 +38,13 @@ type Objects interface {
 	ServiceEnv(ctx context.Context, ns string, enableServiceLinks bool) (map[string]string, error)
 }
 
+// ErrServicesNotSynced is returned (wrapped) by Objects.ServiceEnv, with
+// whatever variables it has, while the services were not read from the
+// API server yet: API pods wait for them (CreateContainerConfigError,
+// retried), static pods start without the missing ones — a static
+// control plane must come up before the API server answers.
+var ErrServicesNotSynced = errors.New("services have not yet been read at least once, cannot construct envvars")
+
 // errStandalone is why API objects cannot be read: no API server.
 var errStandalone = errors.New("nodeagent runs standalone (no --kubeconfig)")
 

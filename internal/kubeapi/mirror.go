@@ -71,21 +71,32 @@ func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, er
 }
 
 // deleteOrphanedMirrors deletes mirror pods on this node that no static
-// pod owns, once every source was heard from.
+// pod of any source wants, once every static source has handed over its
+// pods and the informer has listed the node's pods.
 func (w *StatusWriter) deleteOrphanedMirrors(ctx context.Context) error {
-	if !w.cfg.SourcesReady() || !w.cfg.Pods.Synced() {
+	if !w.cfg.Pods.Synced() {
 		return nil
 	}
+	wanted := map[string]bool{}
+	w.mu.Lock()
+	for _, src := range w.cfg.StaticSources {
+		names, seen := w.desired[src]
+		if !seen {
+			w.mu.Unlock()
+			return nil
+		}
+		for n := range names {
+			wanted[n] = true
+		}
+	}
+	for n := range w.static {
+		wanted[n] = true
+	}
+	w.mu.Unlock()
 	all, _ := w.cfg.Pods.Lister.List(labels.Everything())
 	var firstErr error
 	for _, m := range all {
-		if !IsMirror(m) {
-			continue
-		}
-		w.mu.Lock()
-		_, owned := w.static[m.Namespace+"/"+m.Name]
-		w.mu.Unlock()
-		if owned {
+		if !IsMirror(m) || wanted[m.Namespace+"/"+m.Name] {
 			continue
 		}
 		w.log.Info("deleting orphaned mirror pod", zap.String("pod", m.Namespace+"/"+m.Name))

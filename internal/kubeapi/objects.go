@@ -30,6 +30,7 @@ type Objects struct {
 	cs       kubernetes.Interface
 	clock    clock.PassiveClock
 	services corelisters.ServiceLister
+	synced   func() bool
 	factory  informers.SharedInformerFactory
 
 	mu    sync.Mutex
@@ -48,7 +49,8 @@ const objectTTL = 2 * time.Second
 // NewObjects returns an Objects; Start starts its service informer.
 func NewObjects(cs kubernetes.Interface, c clock.PassiveClock) *Objects {
 	f := informers.NewSharedInformerFactory(cs, 0)
-	return &Objects{cs: cs, clock: c, services: f.Core().V1().Services().Lister(), factory: f, cache: map[string]cached{}}
+	svc := f.Core().V1().Services()
+	return &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f, cache: map[string]cached{}}
 }
 
 // Start starts the service informer.
@@ -166,6 +168,9 @@ func (o *Objects) ServiceEnv(ctx context.Context, ns string, enableServiceLinks 
 	out := map[string]string{}
 	for _, s := range chosen {
 		serviceEnv(s, out)
+	}
+	if !o.synced() {
+		return out, fmt.Errorf("%w", cri.ErrServicesNotSynced)
 	}
 	return out, nil
 }

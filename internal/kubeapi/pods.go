@@ -175,9 +175,12 @@ func (s *Source) current() []*v1.Pod {
 }
 
 // markAPI returns a copy of the informer's pod (never modified in place)
-// with the config.source annotation.
+// with the config.source annotation and without what only the API
+// changes (status, resourceVersion, managed fields): the agent's own
+// status writes do not make the pod "updated" and synced again.
 func markAPI(p *v1.Pod) *v1.Pod {
-	c := p.DeepCopy()
+	c := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
+	c.ResourceVersion, c.ManagedFields = "", nil
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
 	}
@@ -190,14 +193,9 @@ func (s *Source) checkpoint(pods []*v1.Pod, last []byte) []byte {
 	if s.cfg.Checkpoint == "" {
 		return nil
 	}
-	specs := make([]*v1.Pod, len(pods))
-	for i, p := range pods {
-		c := p.DeepCopy()
-		c.Status = v1.PodStatus{} // only what to run; statuses come back from the runtime
-		c.ManagedFields = nil
-		specs[i] = c
-	}
-	body, err := json.Marshal(&v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: derefPods(specs)})
+	// The pods carry no status (markAPI): only what to run; statuses come
+	// back from the runtime.
+	body, err := json.Marshal(&v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: derefPods(pods)})
 	if err != nil || string(body) == string(last) {
 		return last
 	}

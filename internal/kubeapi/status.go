@@ -30,10 +30,11 @@ type StatusConfig struct {
 	// NodeUID returns the registered Node's UID ("" until registered):
 	// mirror pods are owned by the Node.
 	NodeUID func() types.UID
-	// SourcesReady reports whether every pod source was heard from: until
-	// then no mirror pod is an orphan.
-	SourcesReady func() bool
-	Logger       *zap.Logger
+	// StaticSources are the sources of static pods (file, http): until
+	// each has handed over its pods (StaticPods), no mirror pod is an
+	// orphan.
+	StaticSources []string
+	Logger        *zap.Logger
 }
 
 // StatusWriter is the one writer of pod statuses to the API server. It
@@ -54,7 +55,11 @@ type StatusWriter struct {
 
 	mu     sync.Mutex
 	want   map[types.UID]*entry
-	static map[string]types.UID // namespace/name of static pods → UID
+	static map[string]types.UID // namespace/name of published static pods → UID
+	// desired holds, per static source, the namespace/name of every pod it
+	// hands over (admitted or not): a mirror pod of such a name is never
+	// an orphan.
+	desired map[string]map[string]bool
 }
 
 type entry struct {
@@ -68,14 +73,11 @@ func NewStatusWriter(cfg StatusConfig) (*StatusWriter, error) {
 	if cfg.Client == nil || cfg.Pods == nil || cfg.NodeName == "" || cfg.NodeUID == nil || cfg.Logger == nil {
 		return nil, errors.New("status writer: Client, Pods, NodeName, NodeUID and Logger are required")
 	}
-	if cfg.SourcesReady == nil {
-		cfg.SourcesReady = func() bool { return true }
-	}
 	w := &StatusWriter{cfg: cfg, log: cfg.Logger.Named("apistatus"),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "podstatus"}),
-		want: map[types.UID]*entry{}, static: map[string]types.UID{}}
+		want: map[types.UID]*entry{}, static: map[string]types.UID{}, desired: map[string]map[string]bool{}}
 	// Events as client-go's recorder posts them: aggregated (similar
 	// events within 10 minutes become one with a count) and rate-limited
 	// per object.
@@ -113,6 +115,18 @@ func NewStatusWriter(cfg StatusConfig) (*StatusWriter, error) {
 
 // orphanKey queues a pass over the mirror pods no static pod owns.
 const orphanKey = types.UID("\x00orphans")
+
+// StaticPods records the pods a static source hands over (its whole set).
+func (w *StatusWriter) StaticPods(source string, pods []*v1.Pod) {
+	names := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		names[p.Namespace+"/"+p.Name] = true
+	}
+	w.mu.Lock()
+	w.desired[source] = names
+	w.mu.Unlock()
+	w.queue.Add(orphanKey)
+}
 
 // Recorder is the API event recorder ("kubelet" source, this node).
 func (w *StatusWriter) Recorder() record.EventRecorder { return w.rec }
@@ -220,6 +234,14 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	if removed {
+		if IsAPIPod(p) && p.DeletionTimestamp != nil && s != nil {
+			// The final status goes before the object.
+			if cur, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && cur.UID == p.UID {
+				if err := w.patchStatus(ctx, cur, *s); err != nil {
+					return err
+				}
+			}
+		}
 		if err := w.finish(ctx, p); err != nil {
 			return err
 		}
@@ -269,28 +291,7 @@ func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.Pod
 	if isTerminal(old.Phase) && !isTerminal(s.Phase) {
 		return nil // a finished pod stays finished
 	}
-	if old.StartTime != nil {
-		s.StartTime = old.StartTime
-	}
-	s.ObservedGeneration = target.Generation
-	for _, oc := range old.Conditions {
-		if !ownedConditions[oc.Type] {
-			s.Conditions = append(s.Conditions, oc)
-			continue
-		}
-		for i := range s.Conditions {
-			if c := &s.Conditions[i]; c.Type == oc.Type && c.Status == oc.Status {
-				c.LastTransitionTime = oc.LastTransitionTime
-			}
-		}
-	}
-	if oc := findCondition(old.Conditions, v1.PodScheduled); oc != nil {
-		for i := range s.Conditions {
-			if s.Conditions[i].Type == v1.PodScheduled {
-				s.Conditions[i] = *oc // the scheduler's, when it set it
-			}
-		}
-	}
+	s = merged(old, s, target.Generation)
 	oldJSON, err := json.Marshal(v1.Pod{Status: old})
 	if err != nil {
 		return err
@@ -321,6 +322,41 @@ func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.Pod
 		w.log.Info("pod status written", zap.String("pod", target.Namespace+"/"+target.Name), zap.String("phase", string(s.Phase)))
 	}
 	return nil
+}
+
+// merged is the status to write: the node's fields from s, and what
+// others own (nominatedNodeName, resource claim statuses, conditions of
+// readiness gates or the scheduler, …) as old has it. The API's
+// startTime and the transition times of unchanged conditions are kept.
+func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
+	out := *old.DeepCopy()
+	out.Phase, out.Message, out.Reason = s.Phase, s.Message, s.Reason
+	out.HostIP, out.HostIPs, out.PodIP, out.PodIPs = s.HostIP, s.HostIPs, s.PodIP, s.PodIPs
+	out.InitContainerStatuses, out.ContainerStatuses = s.InitContainerStatuses, s.ContainerStatuses
+	if s.QOSClass != "" {
+		out.QOSClass = s.QOSClass
+	}
+	if out.StartTime == nil {
+		out.StartTime = s.StartTime
+	}
+	out.ObservedGeneration = generation
+	out.Conditions = nil
+	for _, c := range s.Conditions {
+		if c.Type == v1.PodScheduled {
+			if oc := findCondition(old.Conditions, v1.PodScheduled); oc != nil {
+				c = *oc // the scheduler's, when it set it
+			}
+		} else if oc := findCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
+			c.LastTransitionTime = oc.LastTransitionTime
+		}
+		out.Conditions = append(out.Conditions, c)
+	}
+	for _, oc := range old.Conditions {
+		if !ownedConditions[oc.Type] {
+			out.Conditions = append(out.Conditions, oc)
+		}
+	}
+	return out
 }
 
 func findCondition(cs []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {

@@ -21,10 +21,9 @@ import (
 // store is filled by the test, so what the writer reads is exact.
 
 type statusRig struct {
-	w     *StatusWriter
-	cs    *fake.Clientset
-	pods  *NodePods
-	ready bool
+	w    *StatusWriter
+	cs   *fake.Clientset
+	pods *NodePods
 }
 
 func newStatusRig(t *testing.T, objs ...*v1.Pod) *statusRig {
@@ -33,12 +32,12 @@ func newStatusRig(t *testing.T, objs ...*v1.Pod) *statusRig {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	inf := f.Core().V1().Pods()
 	np := &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: func() bool { return true }}
-	r := &statusRig{cs: cs, pods: np, ready: true}
+	r := &statusRig{cs: cs, pods: np}
 	for _, p := range objs {
 		r.put(t, p)
 	}
 	w, err := NewStatusWriter(StatusConfig{Client: cs, Pods: np, NodeName: "n1",
-		NodeUID: func() types.UID { return "node-uid" }, SourcesReady: func() bool { return r.ready },
+		NodeUID: func() types.UID { return "node-uid" }, StaticSources: []string{pod.SourceFile},
 		Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -247,16 +246,35 @@ func TestMirrorPodIsCreatedReplacedAndGetsTheStatus(t *testing.T) {
 func TestOrphanedMirrorPodsAreDeletedOnlyOnceSourcesAreReady(t *testing.T) {
 	orphan := staticPod("m9", "gone-n1", "h9")
 	orphan.Annotations[configMirrorAnnotation] = "h9"
-	r := newStatusRig(t, orphan, apiPod("u1", "a", v1.PodRunning))
-	r.ready = false
+	kept := staticPod("m8", "wanted-n1", "h8")
+	kept.Annotations[configMirrorAnnotation] = "h8"
+	r := newStatusRig(t, orphan, kept, apiPod("u1", "a", v1.PodRunning))
 	r.sync(t, orphanKey)
 	if ws := r.writes(); len(ws) != 0 {
-		t.Fatalf("writes = %v before the sources were heard from, want none", ws)
+		t.Fatalf("writes = %v before the static source was heard from, want none", ws)
 	}
-	r.ready = true
+	// The source hands over a static pod not admitted (nor published) yet:
+	// its mirror pod is not an orphan.
+	r.w.StaticPods(pod.SourceFile, []*v1.Pod{staticPod("s8", "wanted-n1", "h8")})
 	r.sync(t, orphanKey)
 	ws := r.writes()
 	if len(ws) != 1 || ws[0].GetVerb() != "delete" || ws[0].(k8stesting.DeleteAction).GetName() != "gone-n1" {
 		t.Fatalf("writes = %v, want the orphaned mirror (only) deleted", ws)
+	}
+}
+
+func TestDeletedPodGetsItsFinalStatusBeforeTheDelete(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodRunning)
+	now := metav1.Now()
+	stored.DeletionTimestamp = &now
+	r := newStatusRig(t, stored)
+	final := v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{{Name: "c",
+		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}
+	r.w.PodStatus(markAPI(stored), final)
+	r.w.PodRemoved(markAPI(stored))
+	r.sync(t, "u1")
+	ws := r.writes()
+	if len(ws) != 2 || ws[0].GetVerb() != "patch" || ws[1].GetVerb() != "delete" {
+		t.Fatalf("writes = %v, want the final status patched, then the delete", ws)
 	}
 }

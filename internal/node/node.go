@@ -348,12 +348,14 @@ func (m *Manager) updateStatus(ctx context.Context, force bool) {
 // transition times are kept from old when the condition's status did not
 // change, and every condition carries now as its heartbeat.
 func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time) v1.NodeStatus {
-	st := v1.NodeStatus{
-		Capacity:        m.cfg.Capacity.DeepCopy(),
-		Allocatable:     m.cfg.Allocatable.DeepCopy(),
-		NodeInfo:        m.info,
-		DaemonEndpoints: v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: m.cfg.Port}},
-	}
+	// What others own (conditions such as NetworkUnavailable or a
+	// problem detector's, volumesAttached, …) is kept as the API has it.
+	st := *old.DeepCopy()
+	st.Capacity = m.cfg.Capacity.DeepCopy()
+	st.Allocatable = m.cfg.Allocatable.DeepCopy()
+	st.NodeInfo = m.info
+	st.DaemonEndpoints = v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: m.cfg.Port}}
+	st.Addresses = nil
 	if m.cfg.NodeIP != "" {
 		st.Addresses = append(st.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: m.cfg.NodeIP})
 	}
@@ -361,10 +363,7 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 		st.Addresses = append(st.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: m.cfg.Hostname})
 	}
 	if m.cfg.Images != nil {
-		imgs, err := m.cfg.Images(ctx)
-		if err != nil {
-			st.Images = old.Images
-		} else {
+		if imgs, err := m.cfg.Images(ctx); err == nil {
 			st.Images = imgs
 		}
 	}
@@ -380,8 +379,14 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 	}
 	cond := func(t v1.NodeConditionType, s v1.ConditionStatus, reason, msg string) {
 		c := v1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
-		if o := findCond(old.Conditions, t); o.Type == t && o.Status == s {
-			c.LastTransitionTime = o.LastTransitionTime
+		for i := range st.Conditions {
+			if o := &st.Conditions[i]; o.Type == t {
+				if o.Status == s {
+					c.LastTransitionTime = o.LastTransitionTime
+				}
+				*o = c
+				return
+			}
 		}
 		st.Conditions = append(st.Conditions, c)
 	}

@@ -508,3 +508,38 @@ func TestQOSClassZeroLimitIsNotALimit(t *testing.T) {
 		t.Errorf("qosClass() = %q, want Burstable", got)
 	}
 }
+
+func TestTerminalStatusOfADeletedPod(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		p         *v1.Pod
+		st        *pod.RuntimeStatus
+		phase     v1.PodPhase
+		wantCodes []int32
+		reasons   []string
+	}{
+		{"every container exited 0", podTwo, runtimeStatus(sbDead, exited("app", false, 0, ""), exited("side", false, 0, "")),
+			v1.PodSucceeded, []int32{0, 0}, []string{"Completed", "Completed"}},
+		{"one exited 143", podTwo, runtimeStatus(sbDead, exited("app", false, 143, ""), exited("side", false, 0, "")),
+			v1.PodFailed, []int32{143, 0}, []string{"Error", "Completed"}},
+		{"a container the runtime no longer has", podTwo, runtimeStatus(sbDead, exited("app", false, 0, "")),
+			v1.PodFailed, []int32{0, 137}, []string{"Completed", "ContainerStatusUnknown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := terminal(Compute(tc.p, tc.st, pod.SyncResult{}, "containerd"))
+			if s.Phase != tc.phase {
+				t.Fatalf("phase %s, want %s", s.Phase, tc.phase)
+			}
+			for i, cs := range s.ContainerStatuses {
+				if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != tc.wantCodes[i] || cs.State.Terminated.Reason != tc.reasons[i] || cs.Ready {
+					t.Fatalf("container %s: %+v", cs.Name, cs)
+				}
+			}
+			for _, c := range s.Conditions {
+				if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && (c.Status != v1.ConditionFalse || c.Reason != "PodCompleted") {
+					t.Fatalf("condition %+v", c)
+				}
+			}
+		})
+	}
+}

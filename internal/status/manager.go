@@ -250,6 +250,49 @@ func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
 	m.publish(p, Compute(p, st, res, m.runtimeName))
 }
 
+// Terminated publishes the final status of a deleted pod whose
+// containers were stopped, as the kubelet makes a deleted pod terminal:
+// every container terminated (one the runtime no longer knows as
+// ContainerStatusUnknown, exit code 137), phase Succeeded when every
+// container exited 0, else Failed.
+func (m *Manager) Terminated(p *v1.Pod, st *pod.RuntimeStatus) {
+	s := Compute(p, st, pod.SyncResult{}, m.runtimeName)
+	m.publish(p, terminal(s))
+}
+
+func terminal(s v1.PodStatus) v1.PodStatus {
+	if s.Phase == v1.PodSucceeded || s.Phase == v1.PodFailed {
+		return s
+	}
+	allZero := len(s.ContainerStatuses) > 0
+	for i := range s.ContainerStatuses {
+		cs := &s.ContainerStatuses[i]
+		if cs.State.Terminated == nil {
+			if lt := cs.LastTerminationState.Terminated; lt != nil && cs.State.Running == nil {
+				cs.State = v1.ContainerState{Terminated: lt}
+				cs.LastTerminationState = v1.ContainerState{}
+			} else {
+				cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137,
+					Reason: "ContainerStatusUnknown", Message: "The container could not be located when the pod was terminated"}}
+			}
+		}
+		cs.Ready = false
+		if cs.State.Terminated.ExitCode != 0 {
+			allZero = false
+		}
+	}
+	s.Phase = v1.PodFailed
+	if allZero {
+		s.Phase = v1.PodSucceeded
+	}
+	for i := range s.Conditions {
+		if c := &s.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status, c.Reason = v1.ConditionFalse, "PodCompleted"
+		}
+	}
+	return s
+}
+
 // Refused publishes a pod the admit chain turned down: phase Failed with
 // the handler's reason and message, as the kubelet reports it.
 func (m *Manager) Refused(p *v1.Pod, reason, message string) {
@@ -339,13 +382,14 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	m.last[p.UID] = s
 	m.pods[p.UID] = p
 	m.owner[m.path(p)] = p.UID
-	pub := m.pub
+	if changed && m.pub != nil {
+		// Under mu, as Removed: the publisher sees a pod's statuses and
+		// its removal in the order they happened (its methods only queue).
+		m.pub.PodStatus(p, s)
+	}
 	m.mu.Unlock()
 	if !changed {
 		return
-	}
-	if pub != nil {
-		pub.PodStatus(p, s)
 	}
 	if prev.Phase != s.Phase {
 		m.log.Info("pod phase", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),

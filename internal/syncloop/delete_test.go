@@ -40,17 +40,29 @@ func TestAPIDeletionUsesItsGracePeriodAndAShorterOneWins(t *testing.T) {
 	if uid := recv(t, r.status.terminating, "terminating"); uid != "u1" {
 		t.Fatalf("terminating %s", uid)
 	}
-	if c := r.next(t); c.op != "kill" || c.grace != 30 {
-		t.Fatalf("got %+v, want kill with grace 30", c)
+	if c := r.next(t); c.op != "stop" || c.grace != 30 {
+		t.Fatalf("got %+v, want stop with grace 30", c)
 	}
-	// The kill waits at the gate; a shorter grace cancels and restarts it.
+	// The stop waits at the gate; a shorter grace cancels and restarts it.
 	r.step(t, update(r, deleted(p, 5)))
-	if c := r.next(t); c.op != "kill" || c.grace != 5 {
-		t.Fatalf("got %+v, want the kill restarted with grace 5", c)
+	if c := r.next(t); c.op != "stop" || c.grace != 5 {
+		t.Fatalf("got %+v, want the stop restarted with grace 5", c)
 	}
 	close(gate)
+	// Then, on a view taken after the stop, the final status, and the
+	// removal.
+	c := r.next(t)
+	if c.op != "kill" || c.grace != 5 {
+		t.Fatalf("got %+v, want kill with grace 5", c)
+	}
 	if uid := recv(t, r.status.removed, "removed"); uid != "u1" {
 		t.Fatalf("removed %s", uid)
+	}
+	r.status.mu.Lock()
+	term := append([]pod.UID(nil), r.status.terminated...)
+	r.status.mu.Unlock()
+	if len(term) != 1 || term[0] != "u1" {
+		t.Fatalf("final statuses %v, want one for u1 before the removal", term)
 	}
 	r.status.mu.Lock()
 	got := r.status.removedPods[len(r.status.removedPods)-1]
@@ -74,6 +86,9 @@ func TestAPIDeletionUsesItsGracePeriodAndAShorterOneWins(t *testing.T) {
 func TestPodAddedWhileBeingDeletedIsKilledNotRun(t *testing.T) {
 	r := newRig(t, nil)
 	r.step(t, add(r, deleted(testPod("u1", "a"), 0)))
+	if c := r.next(t); c.op != "stop" || c.grace != 0 {
+		t.Fatalf("got %+v, want stop with grace 0", c)
+	}
 	if c := r.next(t); c.op != "kill" || c.grace != 0 {
 		t.Fatalf("got %+v, want kill with grace 0", c)
 	}

@@ -18,6 +18,9 @@ type Runtime interface {
 	// KillPod stops and removes everything of the pod; p may be nil for an
 	// orphan; gracePeriod < 0 means the pod's own. Idempotent.
 	KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriod int64) error
+	// StopPod stops the pod's containers (gracePeriod as KillPod) and
+	// sandboxes, removing nothing: their exit codes stay readable.
+	StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriod int64) error
 }
 
 // PLEG is the event source, the status cache workers read (the single
@@ -47,6 +50,10 @@ type StatusSink interface {
 	// RuntimeHealth reports a change of the runtime's (or the PLEG's)
 	// health as the loop sees it; nil: healthy again.
 	RuntimeHealth(err error)
+	// Terminated reports the final status of a pod whose deletion the API
+	// server asked for: st is the runtime's view after its containers
+	// were stopped.
+	Terminated(p *v1.Pod, st *pod.RuntimeStatus)
 	// Removed forgets a pod.
 	Removed(p *v1.Pod)
 }

@@ -74,6 +74,15 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 }
 
 func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {
+	return f.end(ctx, "kill", p, st, grace)
+}
+
+func (f *fakeRuntime) StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {
+	return f.end(ctx, "stop", p, st, grace)
+}
+
+// end is KillPod and StopPod: recorded as op, gated by killGate(s).
+func (f *fakeRuntime) end(ctx context.Context, op string, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {
 	f.mu.Lock()
 	gate, took := f.killGate, f.took
 	if g, ok := f.killGates[st.UID]; ok {
@@ -81,7 +90,7 @@ func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 	}
 	f.mu.Unlock()
 	f.clock.Step(took)
-	f.calls <- call{"kill", st.UID, p, st, grace}
+	f.calls <- call{op, st.UID, p, st, grace}
 	if gate != nil {
 		select {
 		case <-gate:
@@ -103,9 +112,15 @@ type fakeStatus struct {
 	terminating chan pod.UID
 	health      chan error
 	removedPods []*v1.Pod // the pods Removed was given, in order
+	terminated  []pod.UID // the pods Terminated was given, in order
 }
 
 func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
+func (f *fakeStatus) Terminated(p *v1.Pod, _ *pod.RuntimeStatus) {
+	f.mu.Lock()
+	f.terminated = append(f.terminated, p.UID)
+	f.mu.Unlock()
+}
 func (f *fakeStatus) Admitted(p *v1.Pod, _ *pod.RuntimeStatus)           { f.admitted <- p.UID }
 func (f *fakeStatus) Terminating(p *v1.Pod, _ int64)                     { f.terminating <- p.UID }
 func (f *fakeStatus) RuntimeHealth(err error)                            { f.health <- err }

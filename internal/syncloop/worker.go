@@ -36,6 +36,9 @@ type worker struct {
 	// lastSync is when the worker's last runtime action ended; the next
 	// one needs a cached status newer than that. Worker goroutine only.
 	lastSync time.Time
+	// stopped: a deleted pod's containers are stopped, its final status
+	// is due. Guarded by mu.
+	stopped bool
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
@@ -53,7 +56,7 @@ func (w *worker) poke() {
 
 func (w *worker) update(p *v1.Pod) {
 	w.mu.Lock()
-	w.pod, w.terminate, w.grace = p, false, -1
+	w.pod, w.terminate, w.grace, w.stopped = p, false, -1, false
 	w.mu.Unlock()
 	w.poke()
 }
@@ -68,8 +71,11 @@ func (w *worker) kill(p *v1.Pod, grace int64) {
 	}
 	w.terminate = true
 	if grace >= 0 && (w.grace < 0 || grace < w.grace) {
+		// A kill in flight with the pod's own grace period is restarted
+		// only for a shorter one.
+		restart := w.cancelKill != nil && grace < effectiveGrace(w.grace, w.pod)
 		w.grace = grace
-		if w.cancelKill != nil {
+		if restart {
 			w.cancelKill()
 		}
 	}
@@ -132,15 +138,35 @@ func (w *worker) step(ctx context.Context) bool {
 		w.lastSync = l.clock.Now()
 	}()
 	if terminate || p == nil {
-		if err := l.rt.KillPod(syncCtx, p, st, grace); err != nil {
-			if syncCtx.Err() != nil && ctx.Err() == nil {
-				w.log.Info("kill restarted with a shorter grace period")
-				return false // kill() poked
-			}
-			if ctx.Err() == nil {
-				w.log.Error("kill pod failed; retrying", zap.Error(err))
+		failed := func(what string, err error) {
+			switch {
+			case syncCtx.Err() != nil && ctx.Err() == nil:
+				w.log.Info(what + " restarted with a shorter grace period") // kill() poked
+			case ctx.Err() == nil:
+				w.log.Error(what+" failed; retrying", zap.Error(err))
 				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
 			}
+		}
+		// A pod whose deletion the API server asked for ends with a
+		// final status — every container terminated, phase Succeeded or
+		// Failed — written before its containers and the object go: first
+		// stop, then (on a view taken after the stop, with the exit codes)
+		// publish and remove.
+		deleted := p != nil && p.DeletionTimestamp != nil && l.status != nil
+		if deleted && !w.stopped {
+			if err := l.rt.StopPod(syncCtx, p, st, grace); err != nil {
+				failed("stop pod", err)
+				return false
+			}
+			w.stopped = true
+			w.poke()
+			return false
+		}
+		if deleted {
+			l.status.Terminated(p, st)
+		}
+		if err := l.rt.KillPod(syncCtx, p, st, grace); err != nil {
+			failed("kill pod", err)
 			return false
 		}
 		return l.workerDone(w)
@@ -162,4 +188,15 @@ func (w *worker) step(ctx context.Context) bool {
 	}
 	w.log.Debug("synced pod", zap.Duration("took", l.clock.Since(start)), zap.Duration("next", next), zap.Error(res.Err))
 	return false
+}
+
+// effectiveGrace is grace, or the pod's own grace period when grace < 0.
+func effectiveGrace(grace int64, p *v1.Pod) int64 {
+	if grace >= 0 {
+		return grace
+	}
+	if p != nil && p.Spec.TerminationGracePeriodSeconds != nil {
+		return *p.Spec.TerminationGracePeriodSeconds
+	}
+	return v1.DefaultTerminationGracePeriodSeconds
 }

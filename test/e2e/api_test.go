@@ -241,12 +241,34 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 	// kubectl delete (grace 30 s): the container gets SIGTERM and leaves,
 	// the agent deletes the object once it is gone — well before the
 	// grace period would have ended in SIGKILL.
+	// Every version of the pod is watched: the last one before the object
+	// goes is terminal (Succeeded: the container left with 0 on SIGTERM).
+	w, err := c.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + p.Name, ResourceVersion: got.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	if out, err := c.Kubectl(ctx, "delete", "pod", p.Name, "--wait=false"); err != nil {
 		t.Fatalf("kubectl delete: %v %s", err, out)
 	}
-	eventually(t, 20*time.Second, "pod object deleted before its 30 s grace period ran out", func() bool {
-		return apiPod(c, t, "default", p.Name) == nil
-	})
+	var last *v1.Pod
+	deadline := time.After(20 * time.Second) // well before the 30 s grace period ran out
+	for deletedSeen := false; !deletedSeen; {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == "DELETED" {
+				deletedSeen = true
+			} else if v, ok := ev.Object.(*v1.Pod); ok {
+				last = v
+			}
+		case <-deadline:
+			t.Fatal("pod object not deleted within 20 s")
+		}
+	}
+	if last == nil || last.Status.Phase != v1.PodSucceeded || last.Status.ContainerStatuses[0].State.Terminated == nil ||
+		last.Status.ContainerStatuses[0].State.Terminated.ExitCode != 0 {
+		t.Fatalf("last status before the deletion: %+v", last)
+	}
 	if len(a.sandboxes("web")) != 0 {
 		t.Fatal("the pod's sandbox outlived its API object")
 	}
@@ -512,4 +534,59 @@ watch:
 		!after.Status.StartTime.Equal(before.Status.StartTime) {
 		t.Fatalf("status regressed:\nbefore %+v\nafter  %+v", before.Status, after.Status)
 	}
+}
+
+// TestAPICheckpointRunsPodsWhileTheAPIServerIsAway: the agent restarted
+// while the API server is down runs the pods it last had from it — a
+// container that died meanwhile is started again — instead of waiting.
+func TestAPICheckpointRunsPodsWhileTheAPIServerIsAway(t *testing.T) {
+	c := apiCluster(t)
+	a := newAPIAgent(t, c)
+	a.start()
+	approveUntilIssued(t, c, a)
+	ctx := context.Background()
+	p, err := c.Admin.CoreV1().Pods("default").Create(ctx, apiSleeper(a, "kept"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		c.Admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	eventually(t, 60*time.Second, "pod Running in the API", func() bool {
+		got := apiPod(c, t, "default", p.Name)
+		return got != nil && got.Status.Phase == v1.PodRunning
+	})
+	ctr := a.running("kept", "main")
+	a.kill9()
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	apiBack := false
+	t.Cleanup(func() {
+		if !apiBack {
+			c.StartAPIServer(context.Background())
+		}
+	})
+	// The container dies while nobody watches.
+	if _, err := conn.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ctr.Id, Timeout: 0}); err != nil {
+		t.Fatal(err)
+	}
+	a.start()
+	eventually(t, 60*time.Second, "the checkpointed pod's container started again with the API server down", func() bool {
+		now := a.running("kept", "main")
+		return now != nil && now.Id != ctr.Id
+	})
+	if !strings.Contains(a.out.String(), "running the pods it last bound to this node") {
+		t.Fatal("the agent did not say it runs the checkpoint")
+	}
+	if err := c.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apiBack = true
+	eventually(t, 60*time.Second, "the restart reported to the API once it is back", func() bool {
+		got := apiPod(c, t, "default", p.Name)
+		return got != nil && len(got.Status.ContainerStatuses) == 1 && got.Status.ContainerStatuses[0].RestartCount == 1 &&
+			got.Status.ContainerStatuses[0].State.Running != nil
+	})
 }
