@@ -2,7 +2,10 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
@@ -33,6 +37,13 @@ type Objects struct {
 	synced   func() bool
 	factory  informers.SharedInformerFactory
 
+	// checkpoint keeps the services last read, so that pods run from the
+	// pod checkpoint (API server away at start) get their service
+	// variables; saved is what it held at start (nil: none).
+	checkpoint string
+	saved      []*v1.Service
+	poke       chan struct{}
+
 	mu    sync.Mutex
 	cache map[string]cached
 }
@@ -47,23 +58,58 @@ type cached struct {
 const objectTTL = 2 * time.Second
 
 // NewObjects returns an Objects; Start starts its service informer.
-func NewObjects(cs kubernetes.Interface, c clock.PassiveClock) *Objects {
+// checkpoint ("" for none) is where the services are kept between runs.
+func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string) *Objects {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	svc := f.Core().V1().Services()
-	return &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f, cache: map[string]cached{}}
+	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
+		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1)}
+	if checkpoint != "" {
+		if body, err := os.ReadFile(checkpoint); err == nil {
+			var l v1.ServiceList
+			if json.Unmarshal(body, &l) == nil {
+				o.saved = make([]*v1.Service, len(l.Items))
+				for i := range l.Items {
+					o.saved[i] = &l.Items[i]
+				}
+			}
+		}
+	}
+	poke := func() {
+		select {
+		case o.poke <- struct{}{}:
+		default:
+		}
+	}
+	svc.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{ //nolint:errcheck // only fails on a stopped informer
+		AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() },
+	})
+	return o
 }
 
-// Start starts the service informer.
+// Start starts the service informer and the upkeep: the ConfigMap and
+// Secret cache is pruned, the services checkpoint rewritten (at most once
+// a second) when they change.
 func (o *Objects) Start(ctx context.Context) {
 	o.factory.Start(ctx.Done())
 	go func() {
-		t := time.NewTicker(time.Minute)
+		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		for {
+		var last []byte
+		dirty := false
+		for n := 0; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
+			case <-o.poke:
+				dirty = true
+				continue
 			case <-t.C:
+			}
+			if dirty && o.synced() && o.checkpoint != "" {
+				last, dirty = o.saveServices(last), false
+			}
+			if n%60 == 0 {
 				o.mu.Lock()
 				for k, c := range o.cache {
 					if o.clock.Since(c.at) > objectTTL {
@@ -74,6 +120,27 @@ func (o *Objects) Start(ctx context.Context) {
 			}
 		}
 	}()
+}
+
+// saveServices writes what the service variables need of every service.
+func (o *Objects) saveServices(last []byte) []byte {
+	all, _ := o.services.List(labels.Everything())
+	l := v1.ServiceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
+	for _, s := range all {
+		l.Items = append(l.Items, v1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
+			Spec: v1.ServiceSpec{ClusterIP: s.Spec.ClusterIP, Ports: s.Spec.Ports}})
+	}
+	sort.Slice(l.Items, func(i, j int) bool {
+		return l.Items[i].Namespace+"/"+l.Items[i].Name < l.Items[j].Namespace+"/"+l.Items[j].Name
+	})
+	body, err := json.Marshal(&l)
+	if err != nil || string(body) == string(last) {
+		return last
+	}
+	if err := writeFileAtomic(o.checkpoint, body, 0o600); err != nil {
+		return last
+	}
+	return body
 }
 
 func (o *Objects) get(ctx context.Context, key string, fetch func() (any, error)) (any, error) {
@@ -145,9 +212,13 @@ const masterServiceNamespace, masterServiceName = metav1.NamespaceDefault, "kube
 // the master service, each as NAME_SERVICE_HOST, NAME_SERVICE_PORT,
 // NAME_SERVICE_PORT_<PORT> and the Docker-link variables.
 func (o *Objects) ServiceEnv(ctx context.Context, ns string, enableServiceLinks bool) (map[string]string, error) {
+	synced := o.synced()
 	all, err := o.services.List(labels.Everything())
 	if err != nil {
 		return nil, err
+	}
+	if !synced && o.saved != nil {
+		all, synced = o.saved, true // the API server is away: what it said last
 	}
 	chosen := map[string]*v1.Service{}
 	for _, s := range all {
@@ -169,7 +240,7 @@ func (o *Objects) ServiceEnv(ctx context.Context, ns string, enableServiceLinks 
 	for _, s := range chosen {
 		serviceEnv(s, out)
 	}
-	if !o.synced() {
+	if !synced {
 		return out, fmt.Errorf("%w", cri.ErrServicesNotSynced)
 	}
 	return out, nil

@@ -121,9 +121,9 @@ func (f *fakeStatus) Terminated(p *v1.Pod, _ *pod.RuntimeStatus) {
 	f.terminated = append(f.terminated, p.UID)
 	f.mu.Unlock()
 }
-func (f *fakeStatus) Admitted(p *v1.Pod, _ *pod.RuntimeStatus)           { f.admitted <- p.UID }
-func (f *fakeStatus) Terminating(p *v1.Pod, _ int64)                     { f.terminating <- p.UID }
-func (f *fakeStatus) RuntimeHealth(err error)                            { f.health <- err }
+func (f *fakeStatus) Admitted(p *v1.Pod, _ *pod.RuntimeStatus) { f.admitted <- p.UID }
+func (f *fakeStatus) Terminating(p *v1.Pod, _ int64)           { f.terminating <- p.UID }
+func (f *fakeStatus) RuntimeHealth(err error)                  { f.health <- err }
 func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,0 +1,72 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/cri"
+)
+
+func svc(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
+	return &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+}
+
+func TestServiceEnvFollowsTheKubelet(t *testing.T) {
+	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), "")
+	o.synced = func() bool { return true }
+	store := o.factory.Core().V1().Services().Informer().GetStore()
+	store.Add(svc("default", "kubernetes", "10.96.0.1", v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}))
+	store.Add(svc("app", "my-db", "10.96.0.9", v1.ServicePort{Name: "pg", Port: 5432, Protocol: v1.ProtocolTCP}))
+	store.Add(svc("app", "headless", v1.ClusterIPNone))
+	store.Add(svc("other", "x", "10.96.0.7", v1.ServicePort{Port: 80, Protocol: v1.ProtocolTCP}))
+	env, err := o.ServiceEnv(context.Background(), "app", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", "KUBERNETES_SERVICE_PORT_HTTPS": "443",
+		"MY_DB_SERVICE_HOST": "10.96.0.9", "MY_DB_PORT": "tcp://10.96.0.9:5432", "MY_DB_PORT_5432_TCP_ADDR": "10.96.0.9",
+		"MY_DB_PORT_5432_TCP_PROTO": "tcp", "MY_DB_SERVICE_PORT_PG": "5432",
+	} {
+		if env[k] != v {
+			t.Errorf("%s = %q, want %q", k, env[k], v)
+		}
+	}
+	for k := range env {
+		if k == "HEADLESS_SERVICE_HOST" || k == "X_SERVICE_HOST" {
+			t.Errorf("%s set", k)
+		}
+	}
+	env, _ = o.ServiceEnv(context.Background(), "app", false)
+	if env["MY_DB_SERVICE_HOST"] != "" || env["KUBERNETES_SERVICE_HOST"] == "" {
+		t.Errorf("enableServiceLinks=false: %v", env)
+	}
+}
+
+func TestServiceEnvBeforeTheServicesAreRead(t *testing.T) {
+	ckpt := filepath.Join(t.TempDir(), "services.json")
+	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt)
+	o.synced = func() bool { return false }
+	if _, err := o.ServiceEnv(context.Background(), "app", true); !errors.Is(err, cri.ErrServicesNotSynced) {
+		t.Fatalf("err = %v, want ErrServicesNotSynced without a checkpoint", err)
+	}
+	// An earlier run saved the services: they are used while the API
+	// server is away.
+	o.factory.Core().V1().Services().Informer().GetStore().Add(svc("default", "kubernetes", "10.96.0.1",
+		v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}))
+	o.saveServices(nil)
+	again := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt)
+	again.synced = func() bool { return false }
+	env, err := again.ServiceEnv(context.Background(), "app", true)
+	if err != nil || env["KUBERNETES_SERVICE_HOST"] != "10.96.0.1" {
+		t.Fatalf("env %v, err %v", env, err)
+	}
+}
