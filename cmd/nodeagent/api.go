@@ -55,7 +55,7 @@ func connectAPI(ctx context.Context, o *options, nodeName string, staticSources 
 	if err != nil {
 		return nil, err
 	}
-	a := &apiMode{client: c, pods: kubeapi.NewNodePods(c.Clientset, nodeName), objs: kubeapi.NewObjects(c.Clientset, clock.RealClock{}, filepath.Join(o.rootDir, "checkpoints", "services.json"))}
+	a := &apiMode{client: c, pods: kubeapi.NewNodePods(c.Clientset, nodeName), objs: kubeapi.NewObjects(c.Clientset, clock.RealClock{}, filepath.Join(o.rootDir, "checkpoints", "services.json"), log)}
 	a.nodeUID = func() types.UID { return "" }
 	a.status, err = kubeapi.NewStatusWriter(kubeapi.StatusConfig{
 		Client: c.Clientset, Pods: a.pods, NodeName: nodeName,

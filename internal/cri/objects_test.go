@@ -3,6 +3,7 @@ package cri_test
 import (
 	"encoding/base64"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -664,5 +665,42 @@ func TestImagePullSecretsStandalone(t *testing.T) {
 	}
 	if reqs := only[*runtimeapi.PullImageRequest](h.fake.Calls(), "PullImage"); len(reqs) != 1 || reqs[0].Auth != nil {
 		t.Errorf("PullImage requests = %v, want one anonymous pull", reqs)
+	}
+}
+
+// A container restarted while the API server does not answer gets its
+// volume's last content; a missing object (an answer) stays an error.
+func TestVolumeKeepsItsLastContentWhileTheAPIServerIsAway(t *testing.T) {
+	h := newAPIHarness(t)
+	h.objs.SetConfigMap(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cfg"}, Data: map[string]string{"a": "alpha"}})
+	p := apiPod()
+	p.Spec.RestartPolicy = v1.RestartPolicyAlways
+	p.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+		LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}
+	if res := h.sync(p); res.Err != nil {
+		t.Fatalf("first sync: %+v", res)
+	}
+	h.objs.SetError("ConfigMap", &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/namespaces/default/configmaps/cfg", Err: errors.New("connection refused")})
+	cs := h.fake.Containers()
+	if err := h.fake.ExitContainer(cs[0].ID, 1, "Error"); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.sync(p); res.Err != nil || len(res.Waiting) != 0 {
+		t.Fatalf("restart with the API server away: %+v, want the container started with the last content", res)
+	}
+	if got := files(t, h.volumeDir("kubernetes.io~configmap", "cfg")); got["a"] != "-rw-r--r-- alpha" {
+		t.Fatalf("volume %v", got)
+	}
+	// The ConfigMap deleted (the API answers NotFound): an error.
+	h.objs.SetError("ConfigMap", nil)
+	h.objs.DeleteConfigMap("default", "cfg")
+	cs = h.fake.Containers()
+	if err := h.fake.ExitContainer(cs[len(cs)-1].ID, 1, "Error"); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Step(time.Minute) // past the crash-loop backoff
+	if res := h.sync(p); res.Err == nil || !strings.Contains(res.Err.Error(), `configmap "cfg" not found`) {
+		t.Fatalf("sync with the ConfigMap gone: %+v", res)
 	}
 }

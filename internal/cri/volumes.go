@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -83,6 +85,16 @@ func (r *Runtime) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP
 		return v.HostPath.Path, false, volume.CheckHostPath(v.HostPath)
 	case isRendered(v):
 		dir, _, err := r.renderVolume(ctx, p, v, podIP)
+		if err != nil && apiUnreachable(err) {
+			// The API server does not answer (a missing object is an
+			// answer, and stays an error): a container (re)started
+			// meanwhile gets the volume's last content, when it has one.
+			if last := r.renderedDir(p, v); last != "" && volume.HasContent(last) {
+				r.log.Warn("API server unreachable; volume keeps its last content", zap.String("pod", p.Namespace+"/"+p.Name),
+					zap.String("volume", v.Name), zap.Error(err))
+				return last, true, nil
+			}
+		}
 		return dir, true, err
 	}
 	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI and projected are)")
@@ -118,6 +130,43 @@ func (r *Runtime) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, pod
 		return "", false, fmt.Errorf("write volume: %w", err)
 	}
 	return dir, changed, nil
+}
+
+// apiUnreachable reports whether err (or one of an aggregate's errors)
+// is a failed request that got no answer from the API server.
+func apiUnreachable(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return true
+	}
+	var agg utilerrors.Aggregate
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors() {
+			if apiUnreachable(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// renderedDir is where a rendered volume's content lives ("" for other
+// kinds).
+func (r *Runtime) renderedDir(p *v1.Pod, v *v1.Volume) string {
+	plugin := ""
+	switch {
+	case v.ConfigMap != nil:
+		plugin = pluginConfigMap
+	case v.Secret != nil:
+		plugin = pluginSecret
+	case v.Projected != nil:
+		plugin = pluginProjected
+	case v.DownwardAPI != nil:
+		plugin = pluginDownwardAPI
+	default:
+		return ""
+	}
+	return childDir(filepath.Join(r.PodDir(string(p.UID)), "volumes", plugin), v.Name)
 }
 
 // volumeFiles builds a rendered volume's content and names its plugin

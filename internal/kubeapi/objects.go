@@ -2,8 +2,11 @@ package kubeapi
 
 import (
 	"context"
+
 	"encoding/json"
+	"errors"
 	"fmt"
+	"go.uber.org/zap"
 	"os"
 	"sort"
 	"strconv"
@@ -43,6 +46,7 @@ type Objects struct {
 	checkpoint string
 	saved      []*v1.Service
 	poke       chan struct{}
+	log        *zap.Logger
 
 	mu    sync.Mutex
 	cache map[string]cached
@@ -59,20 +63,26 @@ const objectTTL = 2 * time.Second
 
 // NewObjects returns an Objects; Start starts its service informer.
 // checkpoint ("" for none) is where the services are kept between runs.
-func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string) *Objects {
+func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string, log *zap.Logger) *Objects {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	svc := f.Core().V1().Services()
 	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
-		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1)}
+		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects")}
 	if checkpoint != "" {
-		if body, err := os.ReadFile(checkpoint); err == nil {
-			var l v1.ServiceList
-			if json.Unmarshal(body, &l) == nil {
-				o.saved = make([]*v1.Service, len(l.Items))
-				for i := range l.Items {
-					o.saved[i] = &l.Items[i]
-				}
+		var l v1.ServiceList
+		body, err := os.ReadFile(checkpoint)
+		if err == nil {
+			err = json.Unmarshal(body, &l)
+		}
+		switch {
+		case err == nil:
+			o.saved = make([]*v1.Service, len(l.Items))
+			for i := range l.Items {
+				o.saved[i] = &l.Items[i]
 			}
+			o.log.Info("services of the last run loaded (used while the API server does not answer)", zap.Int("services", len(o.saved)))
+		case !errors.Is(err, os.ErrNotExist):
+			o.log.Warn("services checkpoint unusable", zap.Error(err))
 		}
 	}
 	poke := func() {
@@ -107,7 +117,12 @@ func (o *Objects) Start(ctx context.Context) {
 			case <-t.C:
 			}
 			if dirty && o.synced() && o.checkpoint != "" {
-				last, dirty = o.saveServices(last), false
+				var err error
+				last, err = o.saveServices(last)
+				dirty = false
+				if err != nil {
+					o.log.Warn("checkpoint services", zap.Error(err))
+				}
 			}
 			if n%60 == 0 {
 				o.mu.Lock()
@@ -123,7 +138,7 @@ func (o *Objects) Start(ctx context.Context) {
 }
 
 // saveServices writes what the service variables need of every service.
-func (o *Objects) saveServices(last []byte) []byte {
+func (o *Objects) saveServices(last []byte) ([]byte, error) {
 	all, _ := o.services.List(labels.Everything())
 	l := v1.ServiceList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceList"}}
 	for _, s := range all {
@@ -135,12 +150,13 @@ func (o *Objects) saveServices(last []byte) []byte {
 	})
 	body, err := json.Marshal(&l)
 	if err != nil || string(body) == string(last) {
-		return last
+		return last, err
 	}
 	if err := writeFileAtomic(o.checkpoint, body, 0o600); err != nil {
-		return last
+		return last, err
 	}
-	return body
+	o.log.Debug("services checkpointed", zap.Int("services", len(l.Items)))
+	return body, nil
 }
 
 func (o *Objects) get(ctx context.Context, key string, fetch func() (any, error)) (any, error) {

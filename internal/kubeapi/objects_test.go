@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -20,7 +21,7 @@ func svc(ns, name, ip string, ports ...v1.ServicePort) *v1.Service {
 }
 
 func TestServiceEnvFollowsTheKubelet(t *testing.T) {
-	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), "")
+	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), "", zaptest.NewLogger(t))
 	o.synced = func() bool { return true }
 	store := o.factory.Core().V1().Services().Informer().GetStore()
 	store.Add(svc("default", "kubernetes", "10.96.0.1", v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}))
@@ -53,7 +54,7 @@ func TestServiceEnvFollowsTheKubelet(t *testing.T) {
 
 func TestServiceEnvBeforeTheServicesAreRead(t *testing.T) {
 	ckpt := filepath.Join(t.TempDir(), "services.json")
-	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt)
+	o := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt, zaptest.NewLogger(t))
 	o.synced = func() bool { return false }
 	if _, err := o.ServiceEnv(context.Background(), "app", true); !errors.Is(err, cri.ErrServicesNotSynced) {
 		t.Fatalf("err = %v, want ErrServicesNotSynced without a checkpoint", err)
@@ -62,8 +63,10 @@ func TestServiceEnvBeforeTheServicesAreRead(t *testing.T) {
 	// server is away.
 	o.factory.Core().V1().Services().Informer().GetStore().Add(svc("default", "kubernetes", "10.96.0.1",
 		v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP}))
-	o.saveServices(nil)
-	again := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt)
+	if _, err := o.saveServices(nil); err != nil {
+		t.Fatal(err)
+	}
+	again := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt, zaptest.NewLogger(t))
 	again.synced = func() bool { return false }
 	env, err := again.ServiceEnv(context.Background(), "app", true)
 	if err != nil || env["KUBERNETES_SERVICE_HOST"] != "10.96.0.1" {

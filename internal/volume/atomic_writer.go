@@ -409,3 +409,10 @@ func removeStale(dir string, files map[string]File, current string) error {
 	}
 	return nil
 }
+
+// HasContent reports whether dir holds a complete version written by
+// WriteAtomic (its ..data link points to one).
+func HasContent(dir string) bool {
+	ts, err := currentVersion(dir)
+	return err == nil && ts != ""
+}

@@ -558,6 +558,12 @@ func TestAPICheckpointRunsPodsWhileTheAPIServerIsAway(t *testing.T) {
 		return got != nil && got.Status.Phase == v1.PodRunning
 	})
 	ctr := a.running("kept", "main")
+	for _, f := range []string{"api-pods.json", "services.json"} {
+		eventually(t, 10*time.Second, "checkpoint "+f, func() bool {
+			_, err := os.Stat(filepath.Join(a.root, "checkpoints", f))
+			return err == nil
+		})
+	}
 	a.kill9()
 	if err := c.StopAPIServer(); err != nil {
 		t.Fatal(err)
