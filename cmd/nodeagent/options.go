@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeagent/nodeagent/internal/node"
@@ -260,6 +261,22 @@ func (o *options) validate() error {
 	var errs []error
 	if o.manifestDir == "" && o.manifestURL == "" && o.kubeconfig == "" {
 		errs = append(errs, errors.New("give --manifest-dir (or --pod-manifest-path, or staticPodPath in --config), --manifest-url and/or --kubeconfig"))
+	}
+	if o.kubeconfig != "" {
+		// As the kubelet: NodeRestriction would refuse them at every
+		// registration; say so at start instead.
+		var bad []string
+		for k := range o.nodeLabels.m {
+			ns, _, ok := strings.Cut(k, "/")
+			restricted := ok && (ns == "kubernetes.io" || strings.HasSuffix(ns, ".kubernetes.io") || ns == "k8s.io" || strings.HasSuffix(ns, ".k8s.io"))
+			if restricted && !kubeletapis.IsKubeletLabel(k) {
+				bad = append(bad, k)
+			}
+		}
+		if len(bad) > 0 {
+			sort.Strings(bad)
+			errs = append(errs, fmt.Errorf("--node-labels %v: a node may set labels in the kubernetes.io and k8s.io namespaces only under kubelet.kubernetes.io/ or node.kubernetes.io/, or one of %v", bad, kubeletapis.KubeletLabels()))
+		}
 	}
 	if o.bootstrapKubeconfig != "" && o.kubeconfig == "" {
 		errs = append(errs, errors.New("--bootstrap-kubeconfig needs --kubeconfig (the file TLS bootstrap writes)"))

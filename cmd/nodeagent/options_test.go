@@ -67,6 +67,7 @@ func TestOptionErrors(t *testing.T) {
 		{"no source", nil, "give --manifest-dir"},
 		{"static cpu policy", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static"}, "not built yet"},
 		{"bootstrap without kubeconfig", []string{"--manifest-dir", "/m", "--bootstrap-kubeconfig", "/b"}, "needs --kubeconfig"},
+		{"restricted node label", []string{"--kubeconfig", "/k", "--node-labels", "node-role.kubernetes.io/worker=,node.kubernetes.io/pool=a"}, "node-role.kubernetes.io/worker"},
 		{"bad taint", []string{"--kubeconfig", "/k", "--register-with-taints", "a=b:Sometimes"}, "effect must be"},
 		{"bad reservation", []string{"--kubeconfig", "/k", "--kube-reserved", "memory=-1Gi"}, "non-negative quantity"},
 		{"bad eviction threshold", []string{"--kubeconfig", "/k", "--eviction-hard", "memory.available<lots"}, "bad quantity"},

@@ -95,6 +95,36 @@ func approveUntilIssued(t *testing.T, c *cluster.Cluster, a *agent) {
 	})
 }
 
+// joined is an API-mode agent started, its certificate issued and its
+// Node Ready.
+func joined(t *testing.T, c *cluster.Cluster, extra ...string) *agent {
+	t.Helper()
+	a := newAPIAgent(t, c, extra...)
+	a.start()
+	approveUntilIssued(t, c, a)
+	eventually(t, 30*time.Second, "Node Ready", func() bool { return nodeReady(c, a.node) })
+	return a
+}
+
+// createRunning creates p through the API (force-deleted at the end of
+// the test) and waits until the API shows it Running.
+func createRunning(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
+	t.Helper()
+	p, err := c.Admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		c.Admin.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	eventually(t, 60*time.Second, "pod Running in the API", func() bool {
+		got := apiPod(c, t, p.Namespace, p.Name)
+		return got != nil && got.Status.Phase == v1.PodRunning
+	})
+	return p
+}
+
 func nodeReady(c *cluster.Cluster, name string) bool {
 	n, err := c.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -289,10 +319,7 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 // pod's service account; the service variables are there.
 func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	c := apiCluster(t)
-	a := newAPIAgent(t, c)
-	a.start()
-	approveUntilIssued(t, c, a)
-	eventually(t, 30*time.Second, "Node Ready", func() bool { return nodeReady(c, a.node) })
+	a := joined(t, c)
 	ctx := context.Background()
 	cmName, secretName := "cfg-"+a.node, "creds-"+a.node
 	if _, err := c.Admin.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName},
@@ -448,23 +475,9 @@ spec:
 // restarted restarts no container and regresses no status.
 func TestAPIServerOutageAndAgentRestart(t *testing.T) {
 	c := apiCluster(t)
-	a := newAPIAgent(t, c)
-	a.start()
-	approveUntilIssued(t, c, a)
-	eventually(t, 30*time.Second, "Node Ready", func() bool { return nodeReady(c, a.node) })
+	a := joined(t, c)
 	ctx := context.Background()
-	p, err := c.Admin.CoreV1().Pods("default").Create(ctx, apiSleeper(a, "steady"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		zero := int64(0)
-		c.Admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	eventually(t, 60*time.Second, "pod Running in the API", func() bool {
-		got := apiPod(c, t, "default", p.Name)
-		return got != nil && got.Status.Phase == v1.PodRunning
-	})
+	p := createRunning(t, c, apiSleeper(a, "steady"))
 	ctr := a.running("steady", "main")
 
 	if err := c.StopAPIServer(); err != nil {
@@ -541,22 +554,9 @@ watch:
 // container that died meanwhile is started again — instead of waiting.
 func TestAPICheckpointRunsPodsWhileTheAPIServerIsAway(t *testing.T) {
 	c := apiCluster(t)
-	a := newAPIAgent(t, c)
-	a.start()
-	approveUntilIssued(t, c, a)
+	a := joined(t, c)
 	ctx := context.Background()
-	p, err := c.Admin.CoreV1().Pods("default").Create(ctx, apiSleeper(a, "kept"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		zero := int64(0)
-		c.Admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
-	eventually(t, 60*time.Second, "pod Running in the API", func() bool {
-		got := apiPod(c, t, "default", p.Name)
-		return got != nil && got.Status.Phase == v1.PodRunning
-	})
+	p := createRunning(t, c, apiSleeper(a, "kept"))
 	ctr := a.running("kept", "main")
 	for _, f := range []string{"api-pods.json", "services.json"} {
 		eventually(t, 10*time.Second, "checkpoint "+f, func() bool {
