@@ -3,18 +3,22 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build test unit fuzz e2e bench run rig-up rig-down deps lint clean
+.PHONY: build test unit fuzz e2e bench run rig-up rig-down deps controlplane lint clean
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
 
 deps:
 	bash hack/install-deps.sh
+
+# The control plane of the API-mode tests and bench (etcd, kube-apiserver,
+# kube-controller-manager, kubectl), built once and cached.
+controlplane:
 	bash hack/install-controlplane.sh
 
 # The whole proof: unit tests (with -race), then end-to-end tests on a rig
 # this target brings up and tears down (containerd 2.x, then Debian's 1.6).
-test: deps unit e2e
+test: deps controlplane unit e2e
 
 unit:
 	$(GO) vet ./...
@@ -30,10 +34,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStaticPods$$' -fuzztime $(FUZZTIME) ./internal/podsource
 	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZTIME) ./cmd/nodeagent
 
-e2e: deps
+e2e: deps controlplane
 	bash hack/e2e.sh
 
-bench: deps build
+bench: deps controlplane build
 	bash hack/bench.sh
 
 # Run nodeagent with manifests/ against the rig's private containerd.
