@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -204,5 +205,23 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 	}
 	log.Info("container started", zap.Int("restartCount", restartCount))
 	r.event(p, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		// As the kubelet: the next container (and, for an init
+		// container, the pod) waits for the hook; a failed hook kills the
+		// container, whose restart policy then applies.
+		if msg, err := r.runHook(ctx, p, c, created.ContainerId, c.Lifecycle.PostStart, podIP, hookTimeout(p)); err != nil {
+			if msg == "" {
+				msg = err.Error()
+			}
+			log.Warn("postStart hook failed; killing the container", zap.Error(err))
+			r.event(p, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed: %s", msg)
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(minGracePeriod)*time.Second+r.cfg.CallTimeout)
+			defer cancel()
+			if err := r.stopContainer(kctx, created.ContainerId, minGracePeriod); err != nil {
+				log.Warn("kill container after its failed postStart hook", zap.Error(err))
+			}
+			return &startError{ReasonPostStartHookError, fmt.Errorf("PostStartHook failed: %s", msg)}
+		}
+	}
 	return nil
 }

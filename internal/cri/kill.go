@@ -20,6 +20,10 @@ import (
 // period, then stops every sandbox (which tears down its network).
 // p may be nil (an orphan); it is only used for events.
 func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
+	podIP := ""
+	if sb := st.LatestSandbox(); sb != nil {
+		podIP = sb.IP
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -34,7 +38,11 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 			defer wg.Done()
 			log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace))
 			r.event(p, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
-			if err := r.stopContainer(ctx, c.ID, grace); err != nil {
+			left := grace
+			if spec := containerSpec(p, c.Name, c.Init); c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+				left = r.preStop(ctx, p, spec, c.ID, podIP, grace, log)
+			}
+			if err := r.stopContainer(ctx, c.ID, left); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -53,6 +61,23 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		}
 	}
 	return nil
+}
+
+// preStop runs a container's preStop hook within its grace period and
+// returns what is left of it for the stop (at least the minimum, as the
+// kubelet). A failed hook is an event; the container is stopped anyway.
+func (r *Runtime) preStop(ctx context.Context, p *v1.Pod, c *v1.Container, id, podIP string, grace int64, log *zap.Logger) int64 {
+	start := r.cfg.Clock.Now()
+	timeout := time.Duration(max(grace, minGracePeriod)) * time.Second
+	if msg, err := r.runHook(ctx, p, c, id, c.Lifecycle.PreStop, podIP, timeout); err != nil {
+		if msg == "" {
+			msg = err.Error()
+		}
+		log.Warn("preStop hook failed", zap.String("container", c.Name), zap.Error(err))
+		r.event(p, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %s", msg)
+	}
+	used := int64(r.cfg.Clock.Since(start) / time.Second)
+	return max(grace-used, minGracePeriod)
 }
 
 func (r *Runtime) stopSandbox(ctx context.Context, id string) error {

@@ -65,6 +65,7 @@ type Fake struct {
 	// does when the process cannot be started: the container is recorded
 	// as exited with this code (reason StartError) and an error returned.
 	startExit *int32
+	exec      func(containerID string, cmd []string) (*runtimeapi.ExecSyncResponse, error)
 }
 
 // FailStarts makes every later StartContainer fail as containerd does
@@ -503,14 +504,35 @@ func (f *Fake) ContainerStatus(_ context.Context, in *runtimeapi.ContainerStatus
 	return &runtimeapi.ContainerStatusResponse{Status: f.containerStatus(c)}, nil
 }
 
-// ExecSync is not implemented.
-func (f *Fake) ExecSync(_ context.Context, in *runtimeapi.ExecSyncRequest, _ ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {
+// SetExec makes ExecSync answer with fn (called without the fake's lock);
+// without it ExecSync is Unimplemented.
+func (f *Fake) SetExec(fn func(containerID string, cmd []string) (*runtimeapi.ExecSyncResponse, error)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.exec = fn
+}
+
+// ExecSync runs the function given to SetExec in a running container.
+func (f *Fake) ExecSync(_ context.Context, in *runtimeapi.ExecSyncRequest, _ ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {
+	f.mu.Lock()
 	if err := f.begin("ExecSync", in); err != nil {
+		f.mu.Unlock()
 		return nil, err
 	}
-	return nil, status.Error(codes.Unimplemented, "fake: ExecSync")
+	c, ok := f.containers[in.ContainerId]
+	running := ok && c.State == runtimeapi.ContainerState_CONTAINER_RUNNING
+	fn := f.exec
+	f.mu.Unlock()
+	if !ok {
+		return nil, notFound("container", in.ContainerId)
+	}
+	if !running {
+		return nil, status.Error(codes.FailedPrecondition, "container is not running")
+	}
+	if fn == nil {
+		return nil, status.Error(codes.Unimplemented, "fake: ExecSync")
+	}
+	return fn(in.ContainerId, in.Cmd)
 }
 
 // GetContainerEvents is not implemented.
