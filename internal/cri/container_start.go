@@ -210,6 +210,13 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		// container, the pod) waits for the hook; a failed hook kills the
 		// container, whose restart policy then applies.
 		if msg, err := r.runHook(ctx, p, c, created.ContainerId, c.Lifecycle.PostStart, podIP, hookTimeout(p)); err != nil {
+			if ctx.Err() != nil {
+				// The pod is being removed: not the hook's failure, and the
+				// container stays for the kill that follows (with the pod's
+				// grace period and its preStop).
+				log.Info("postStart hook interrupted by the pod's removal")
+				return nil
+			}
 			if msg == "" {
 				msg = err.Error()
 			}

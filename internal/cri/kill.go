@@ -39,7 +39,8 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 			log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace))
 			r.event(p, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
 			left := grace
-			if spec := containerSpec(p, c.Name, c.Init); c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+			// As the kubelet: no preStop for a forced stop (grace 0).
+			if spec := containerSpec(p, c.Name, c.Init); grace > 0 && c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
 				left = r.preStop(ctx, p, spec, c.ID, podIP, grace, log)
 			}
 			if err := r.stopContainer(ctx, c.ID, left); err != nil {
@@ -69,7 +70,7 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 func (r *Runtime) preStop(ctx context.Context, p *v1.Pod, c *v1.Container, id, podIP string, grace int64, log *zap.Logger) int64 {
 	start := r.cfg.Clock.Now()
 	timeout := time.Duration(max(grace, minGracePeriod)) * time.Second
-	if msg, err := r.runHook(ctx, p, c, id, c.Lifecycle.PreStop, podIP, timeout); err != nil {
+	if msg, err := r.runHook(ctx, p, c, id, c.Lifecycle.PreStop, podIP, timeout); err != nil && ctx.Err() == nil {
 		if msg == "" {
 			msg = err.Error()
 		}

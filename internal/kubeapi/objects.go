@@ -47,6 +47,7 @@ type Objects struct {
 	saved      []*v1.Service
 	poke       chan struct{}
 	log        *zap.Logger
+	started    time.Time
 
 	mu    sync.Mutex
 	cache map[string]cached
@@ -58,6 +59,11 @@ type cached struct {
 	at  time.Time
 }
 
+// savedServicesAfter is how long after the start the checkpointed
+// services stand in for an informer that has not synced (the pod source
+// waits as long before it runs its checkpoint).
+const savedServicesAfter = 5 * time.Second
+
 // objectTTL is how long a ConfigMap or Secret read is reused.
 const objectTTL = 2 * time.Second
 
@@ -67,7 +73,7 @@ func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string
 	f := informers.NewSharedInformerFactory(cs, 0)
 	svc := f.Core().V1().Services()
 	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
-		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects")}
+		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects"), started: c.Now()}
 	if checkpoint != "" {
 		var l v1.ServiceList
 		body, err := os.ReadFile(checkpoint)
@@ -233,8 +239,10 @@ func (o *Objects) ServiceEnv(ctx context.Context, ns string, enableServiceLinks 
 	if err != nil {
 		return nil, err
 	}
-	if !synced && o.saved != nil {
-		all, synced = o.saved, true // the API server is away: what it said last
+	if !synced && o.saved != nil && o.clock.Since(o.started) >= savedServicesAfter {
+		// The API server has not answered since the start: what it said
+		// last, rather than pods waiting for it.
+		all, synced = o.saved, true
 	}
 	chosen := map[string]*v1.Service{}
 	for _, s := range all {

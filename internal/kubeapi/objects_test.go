@@ -66,8 +66,14 @@ func TestServiceEnvBeforeTheServicesAreRead(t *testing.T) {
 	if _, err := o.saveServices(nil); err != nil {
 		t.Fatal(err)
 	}
-	again := NewObjects(fake.NewClientset(), testclock.NewFakeClock(time.Now()), ckpt, zaptest.NewLogger(t))
+	clk := testclock.NewFakeClock(time.Now())
+	again := NewObjects(fake.NewClientset(), clk, ckpt, zaptest.NewLogger(t))
 	again.synced = func() bool { return false }
+	// Right after the start the API server may just be slow: pods wait.
+	if _, err := again.ServiceEnv(context.Background(), "app", true); !errors.Is(err, cri.ErrServicesNotSynced) {
+		t.Fatalf("err = %v right after the start, want ErrServicesNotSynced", err)
+	}
+	clk.Step(savedServicesAfter)
 	env, err := again.ServiceEnv(context.Background(), "app", true)
 	if err != nil || env["KUBERNETES_SERVICE_HOST"] != "10.96.0.1" {
 		t.Fatalf("env %v, err %v", env, err)

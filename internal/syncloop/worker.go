@@ -123,7 +123,7 @@ func (w *worker) step(ctx context.Context) bool {
 	// Read the wanted state after the wait: a removal may have come.
 	syncCtx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	p, terminate, grace := w.pod, w.terminate, w.grace
+	p, terminate, grace, stopped := w.pod, w.terminate, w.grace, w.stopped
 	if terminate || p == nil {
 		w.cancelKill = cancel
 	} else {
@@ -153,12 +153,14 @@ func (w *worker) step(ctx context.Context) bool {
 		// stop, then (on a view taken after the stop, with the exit codes)
 		// publish and remove.
 		deleted := p != nil && p.DeletionTimestamp != nil && l.status != nil
-		if deleted && !w.stopped {
+		if deleted && !stopped {
 			if err := l.rt.StopPod(syncCtx, p, st, grace); err != nil {
 				failed("stop pod", err)
 				return false
 			}
-			w.stopped = true
+			w.mu.Lock()
+			w.stopped = w.terminate // not when re-added meanwhile
+			w.mu.Unlock()
 			w.poke()
 			return false
 		}
