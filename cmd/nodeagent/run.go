@@ -426,13 +426,11 @@ func nodeImages(ctx context.Context, conn runtimeapi.ImageServiceClient, timeout
 	if err != nil {
 		return nil, err
 	}
-	names := make([][]string, len(resp.Images))
-	sizes := make([]int64, len(resp.Images))
+	imgs := make([]v1.ContainerImage, len(resp.Images))
 	for i, img := range resp.Images {
-		names[i] = append(append([]string{}, img.RepoDigests...), img.RepoTags...)
-		sizes[i] = int64(img.GetSize())
+		imgs[i] = v1.ContainerImage{Names: append(append([]string{}, img.RepoDigests...), img.RepoTags...), SizeBytes: int64(img.GetSize())}
 	}
-	return node.ImagesFromList(names, sizes), nil
+	return node.LargestImages(imgs), nil
 }
 
 func firstIPv4() string {

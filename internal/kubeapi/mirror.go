@@ -9,12 +9,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // staticHash is what ties a mirror pod to its static pod: the static
 // pod's config.hash annotation (its UID when it has none).
 func staticHash(p *v1.Pod) string {
-	if h := p.Annotations[configHashAnnotation]; h != "" {
+	if h := p.Annotations[podsource.ConfigHashAnnotation]; h != "" {
 		return h
 	}
 	return string(p.UID)
@@ -27,7 +29,7 @@ func staticHash(p *v1.Pod) string {
 func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
 	m, ok := w.cfg.Pods.Get(p.Namespace, p.Name)
 	if ok {
-		if IsMirror(m) && m.DeletionTimestamp == nil && m.Annotations[configMirrorAnnotation] == staticHash(p) {
+		if IsMirror(m) && m.DeletionTimestamp == nil && m.Annotations[podsource.ConfigMirrorAnnotation] == staticHash(p) {
 			return m, nil
 		}
 		if !IsMirror(m) {
@@ -57,7 +59,7 @@ func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, er
 	for k, v := range p.Annotations {
 		mirror.Annotations[k] = v
 	}
-	mirror.Annotations[configMirrorAnnotation] = staticHash(p)
+	mirror.Annotations[podsource.ConfigMirrorAnnotation] = staticHash(p)
 	created, err := w.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// The old one is still being deleted, or the cache lags: retry.

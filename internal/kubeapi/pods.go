@@ -21,25 +21,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/internal/atomicfile"
 	"github.com/nodeagent/nodeagent/internal/pod"
-)
-
-// Annotations the kubelet puts on pods.
-const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configHashAnnotation   = "kubernetes.io/config.hash"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // IsMirror reports whether p is a mirror pod (the API's copy of a static
 // pod).
 func IsMirror(p *v1.Pod) bool {
-	_, ok := p.Annotations[configMirrorAnnotation]
+	_, ok := p.Annotations[podsource.ConfigMirrorAnnotation]
 	return ok
 }
 
 // IsAPIPod reports whether the agent took p from the API server.
-func IsAPIPod(p *v1.Pod) bool { return p.Annotations[configSourceAnnotation] == pod.SourceAPI }
+func IsAPIPod(p *v1.Pod) bool {
+	return p.Annotations[podsource.ConfigSourceAnnotation] == pod.SourceAPI
+}
 
 // NodePods is the informer over the pods bound to this node (mirror pods
 // included): one watch shared by the pod source, the status writer and
@@ -184,7 +181,7 @@ func markAPI(p *v1.Pod) *v1.Pod {
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
 	}
-	c.Annotations[configSourceAnnotation] = pod.SourceAPI
+	c.Annotations[podsource.ConfigSourceAnnotation] = pod.SourceAPI
 	return c
 }
 
@@ -237,29 +234,10 @@ func readCheckpoint(path string) ([]*v1.Pod, error) {
 	return out, nil
 }
 
+// writeFileAtomic writes a checkpoint durably, creating its directory.
 func writeFileAtomic(path string, body []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(body); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, body, mode, true)
 }

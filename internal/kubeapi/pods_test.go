@@ -12,18 +12,39 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // sourceRig is a Source over an informer whose store the test fills and
-// whose "synced" it decides; time is a fake clock.
+// whose "synced" it decides; time is a fake clock that reports each timer
+// and ticker Run makes, so a step is taken only once Run waits on them.
 type sourceRig struct {
 	src    *Source
 	np     *NodePods
 	synced atomic.Bool
-	clock  *testclock.FakeClock
+	clock  *armClock
 	got    chan []*v1.Pod
 	ckpt   string
+}
+
+type armClock struct {
+	*testclock.FakeClock
+	armed chan string
+}
+
+func (c *armClock) NewTimer(d time.Duration) clock.Timer {
+	tm := c.FakeClock.NewTimer(d)
+	c.armed <- "timer"
+	return tm
+}
+
+func (c *armClock) NewTicker(d time.Duration) clock.Ticker {
+	tk := c.FakeClock.NewTicker(d)
+	c.armed <- "ticker"
+	return tk
 }
 
 func newSourceRig(t *testing.T) *sourceRig {
@@ -31,7 +52,8 @@ func newSourceRig(t *testing.T) *sourceRig {
 	cs := fake.NewClientset()
 	f := informers.NewSharedInformerFactory(cs, 0)
 	inf := f.Core().V1().Pods()
-	r := &sourceRig{clock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), got: make(chan []*v1.Pod, 10),
+	r := &sourceRig{clock: &armClock{FakeClock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), armed: make(chan string, 10)},
+		got:  make(chan []*v1.Pod, 10),
 		ckpt: filepath.Join(t.TempDir(), "checkpoints", "api-pods.json")}
 	r.np = &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: r.synced.Load}
 	src, err := NewSource(SourceConfig{Pods: r.np, Sink: func(p []*v1.Pod) { r.got <- p }, Checkpoint: r.ckpt,
@@ -61,23 +83,26 @@ func (r *sourceRig) next(t *testing.T) []*v1.Pod {
 	return nil
 }
 
-// waitTimers waits until Run waits on the fake clock (its timer and
-// ticker), so that a step reaches them.
+// waitTimers waits until Run has made its checkpoint timer and its poll
+// ticker: from then on a step of the clock reaches them.
 func (r *sourceRig) waitTimers(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.clock.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never waited on the clock")
+	for _, want := range []string{"timer", "ticker"} {
+		select {
+		case got := <-r.clock.armed:
+			if got != want {
+				t.Fatalf("Run made a %s, want its %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run never made its %s", want)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
 func TestSourceHandsOverAPIPodsButNotMirrorsOrFinishedOnes(t *testing.T) {
 	r := newSourceRig(t)
 	mirror := apiPod("m", "static-n1", v1.PodRunning)
-	mirror.Annotations = map[string]string{configMirrorAnnotation: "h"}
+	mirror.Annotations = map[string]string{podsource.ConfigMirrorAnnotation: "h"}
 	for _, p := range []*v1.Pod{apiPod("u1", "a", v1.PodRunning), apiPod("u2", "b", v1.PodSucceeded), mirror} {
 		r.np.Informer.GetStore().Add(p)
 	}
@@ -88,7 +113,7 @@ func TestSourceHandsOverAPIPodsButNotMirrorsOrFinishedOnes(t *testing.T) {
 		t.Fatalf("handed over %v, want only u1 marked as an API pod", pods)
 	}
 	// The informer's object is never modified.
-	if p, _ := r.np.Get("default", "a"); p.Annotations[configSourceAnnotation] != "" {
+	if p, _ := r.np.Get("default", "a"); p.Annotations[podsource.ConfigSourceAnnotation] != "" {
 		t.Fatal("the informer's pod was annotated in place")
 	}
 	// What was handed over is checkpointed, specs only.
@@ -122,8 +147,7 @@ func TestSourceRunsTheCheckpointWhenTheAPIServerIsAway(t *testing.T) {
 	// The API server answers: its set replaces the checkpoint's.
 	r.np.Informer.GetStore().Add(apiPod("u2", "b", v1.PodRunning))
 	r.synced.Store(true)
-	r.waitTimers(t)
-	r.clock.Step(50 * time.Millisecond)
+	r.clock.Step(50 * time.Millisecond) // the poll ticker made above
 	pods = r.next(t)
 	if len(pods) != 1 || pods[0].UID != "u2" {
 		t.Fatalf("handed over %v, want the API's u2", pods)

@@ -14,6 +14,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // These tests call the writer's sync for one pod directly and look at the
@@ -184,7 +185,7 @@ func TestDeletedPodIsRemovedWithGraceZeroAndItsUID(t *testing.T) {
 
 func staticPod(uid, name, hash string) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "kube-system",
-		Annotations: map[string]string{configHashAnnotation: hash, configSourceAnnotation: pod.SourceFile}},
+		Annotations: map[string]string{podsource.ConfigHashAnnotation: hash, podsource.ConfigSourceAnnotation: pod.SourceFile}},
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "i"}}}}
 	return p
 }
@@ -199,7 +200,7 @@ func TestMirrorPodIsCreatedReplacedAndGetsTheStatus(t *testing.T) {
 		t.Fatalf("writes = %v, want the mirror pod created and the static pod's status written to it", ws)
 	}
 	m := ws[0].(k8stesting.CreateAction).GetObject().(*v1.Pod)
-	if m.Annotations[configMirrorAnnotation] != "h1" || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "Node" || m.OwnerReferences[0].UID != "node-uid" {
+	if m.Annotations[podsource.ConfigMirrorAnnotation] != "h1" || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "Node" || m.OwnerReferences[0].UID != "node-uid" {
 		t.Fatalf("mirror pod = %+v", m.ObjectMeta)
 	}
 	// The informer sees it (the fake API gives no UID: the test does);
@@ -238,16 +239,16 @@ func TestMirrorPodIsCreatedReplacedAndGetsTheStatus(t *testing.T) {
 	if len(ws) < 2 || ws[0].GetVerb() != "delete" || ws[1].GetVerb() != "create" {
 		t.Fatalf("writes = %v, want the old mirror replaced", ws)
 	}
-	if got := ws[1].(k8stesting.CreateAction).GetObject().(*v1.Pod).Annotations[configMirrorAnnotation]; got != "h2" {
+	if got := ws[1].(k8stesting.CreateAction).GetObject().(*v1.Pod).Annotations[podsource.ConfigMirrorAnnotation]; got != "h2" {
 		t.Fatalf("new mirror's hash = %q, want h2", got)
 	}
 }
 
 func TestOrphanedMirrorPodsAreDeletedOnlyOnceSourcesAreReady(t *testing.T) {
 	orphan := staticPod("m9", "gone-n1", "h9")
-	orphan.Annotations[configMirrorAnnotation] = "h9"
+	orphan.Annotations[podsource.ConfigMirrorAnnotation] = "h9"
 	kept := staticPod("m8", "wanted-n1", "h8")
-	kept.Annotations[configMirrorAnnotation] = "h8"
+	kept.Annotations[podsource.ConfigMirrorAnnotation] = "h8"
 	r := newStatusRig(t, orphan, kept, apiPod("u1", "a", v1.PodRunning))
 	r.sync(t, orphanKey)
 	if ws := r.writes(); len(ws) != 0 {

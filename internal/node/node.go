@@ -78,7 +78,6 @@ type Manager struct {
 	mu       sync.Mutex
 	uid      types.UID
 	podCIDRs []string
-	lastSent *v1.NodeStatus
 	lastAt   time.Time
 	ready    *bool // the Ready condition last posted, for NodeReady/NodeNotReady events
 	register chan struct{}
@@ -136,7 +135,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		DeleteFunc: func(any) {
 			m.log.Warn("Node object deleted; registering it again")
 			m.mu.Lock()
-			m.uid, m.lastSent = "", nil
+			m.uid = ""
 			m.mu.Unlock()
 			select {
 			case m.register <- struct{}{}:
@@ -330,7 +329,7 @@ func (m *Manager) updateStatus(ctx context.Context, force bool) {
 	}
 	ready := findCond(st.Conditions, v1.NodeReady).Status == v1.ConditionTrue
 	m.mu.Lock()
-	m.lastSent, m.lastAt = &st, m.cfg.Clock.Now()
+	m.lastAt = m.cfg.Clock.Now()
 	prev := m.ready
 	m.ready = &ready
 	m.mu.Unlock()
@@ -428,15 +427,14 @@ func statusEqual(a, b v1.NodeStatus) bool {
 // default --node-status-max-images).
 const maxImages = 50
 
-// ImagesFromList turns the runtime's images into the node status list,
+// LargestImages is the node status's image list: images with a name,
 // largest first, at most maxImages.
-func ImagesFromList(names [][]string, sizes []int64) []v1.ContainerImage {
-	out := make([]v1.ContainerImage, 0, len(names))
-	for i := range names {
-		if len(names[i]) == 0 {
-			continue
+func LargestImages(imgs []v1.ContainerImage) []v1.ContainerImage {
+	out := make([]v1.ContainerImage, 0, len(imgs))
+	for _, img := range imgs {
+		if len(img.Names) > 0 {
+			out = append(out, img)
 		}
-		out = append(out, v1.ContainerImage{Names: names[i], SizeBytes: sizes[i]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].SizeBytes > out[j].SizeBytes })
 	if len(out) > maxImages {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/internal/atomicfile"
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
@@ -447,20 +448,7 @@ func statusEqual(a, b v1.PodStatus) bool {
 }
 
 func writeAtomic(path string, body []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*") // short: the final name may be long
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(body); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, body, 0o600, false)
 }
 
 // List reads every published pod of dir, sorted by namespace and name.

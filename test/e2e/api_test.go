@@ -106,9 +106,9 @@ func joined(t *testing.T, c *cluster.Cluster, extra ...string) *agent {
 	return a
 }
 
-// createRunning creates p through the API (force-deleted at the end of
-// the test) and waits until the API shows it Running.
-func createRunning(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
+// createPod creates p through the API; it is force-deleted at the end of
+// the test.
+func createPod(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
 	t.Helper()
 	p, err := c.Admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
 	if err != nil {
@@ -118,6 +118,13 @@ func createRunning(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
 		zero := int64(0)
 		c.Admin.CoreV1().Pods(p.Namespace).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	})
+	return p
+}
+
+// createRunning is createPod, then waits until the API shows it Running.
+func createRunning(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
+	t.Helper()
+	p = createPod(t, c, p)
 	eventually(t, 60*time.Second, "pod Running in the API", func() bool {
 		got := apiPod(c, t, p.Namespace, p.Name)
 		return got != nil && got.Status.Phase == v1.PodRunning
@@ -256,13 +263,7 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 	// reason.
 	refused := apiSleeper(a, "picky")
 	refused.Spec.NodeSelector = map[string]string{"disk": "ssd"}
-	if _, err := c.Admin.CoreV1().Pods("default").Create(ctx, refused, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		zero := int64(0)
-		c.Admin.CoreV1().Pods("default").Delete(context.Background(), refused.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
+	createPod(t, c, refused)
 	eventually(t, 30*time.Second, "refused pod Failed with reason NodeAffinity", func() bool {
 		got := apiPod(c, t, "default", refused.Name)
 		return got != nil && got.Status.Phase == v1.PodFailed && got.Status.Reason == "NodeAffinity"
@@ -336,14 +337,7 @@ func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
 	p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: secretName}, Key: "password"}}}}
-	p, err := c.Admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		zero := int64(0)
-		c.Admin.CoreV1().Pods("default").Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	})
+	p = createPod(t, c, p)
 	eventually(t, 60*time.Second, "CreateContainerConfigError in the API", func() bool {
 		got := apiPod(c, t, "default", p.Name)
 		if got == nil || len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Waiting == nil {
