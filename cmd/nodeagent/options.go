@@ -50,6 +50,8 @@ type options struct {
 	manifestPermissions      string
 	healthzBindAddress       string
 	healthzPort              int
+	clusterDomain            string
+	seccompDefault           bool
 	verbosity                int
 
 	// API mode.
@@ -79,6 +81,17 @@ type options struct {
 	containerLogMaxFiles        int
 	containerLogMaxWorkers      int
 	containerLogMonitorInterval time.Duration
+
+	// Image manager (internal/images): pulls and image GC.
+	serializeImagePulls    bool
+	maxParallelImagePulls  int
+	imageGCHighThreshold   int
+	imageGCLowThreshold    int
+	imageMinimumGCAge      time.Duration
+	imageMaximumGCAge      time.Duration
+	imageGCPeriod          time.Duration
+	podInfraContainerImage string
+	pullSecretsDir         string
 }
 
 // kvFlag is a "k<sep>v,k<sep>v" flag: node labels (=) and HTTP headers (:).
@@ -159,11 +172,22 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.manifestPermissions, "manifest-permissions", "warn", "a manifest (or manifest directory) writable by others than root: 'warn' logs it, 'refuse' ignores the file and lists it as a problem")
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "127.0.0.1", "address of the /healthz and /metrics endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", 10248, "port of the /healthz and /metrics endpoint; 0 disables it")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain: a pod with a subdomain finds <hostname>.<subdomain>.<namespace>.svc.<domain> in its /etc/hosts")
+	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "run containers whose pod and container set no seccompProfile with the runtime's default profile (RuntimeDefault) instead of Unconfined")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
 	fs.StringVar(&o.containerLogMaxSize, "container-log-max-size", "10Mi", "size (a quantity: 10Mi, 500Ki) at which a container's log file is rotated")
 	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", 5, "most log files a container keeps, the live one included (>= 2)")
 	fs.IntVar(&o.containerLogMaxWorkers, "container-log-max-workers", 1, "containers whose logs are rotated at once")
 	fs.DurationVar(&o.containerLogMonitorInterval, "container-log-monitor-interval", 10*time.Second, "period of the full pass over the containers' log files (growing files are also checked in between)")
+	fs.BoolVar(&o.serializeImagePulls, "serialize-image-pulls", true, "pull one image at a time")
+	fs.IntVar(&o.maxParallelImagePulls, "max-parallel-image-pulls", 0, "most image pulls at once with --serialize-image-pulls=false; 0 is unlimited")
+	fs.IntVar(&o.imageGCHighThreshold, "image-gc-high-threshold", 85, "image file system usage (percent) at which image garbage collection runs; 100 turns it off")
+	fs.IntVar(&o.imageGCLowThreshold, "image-gc-low-threshold", 80, "image file system usage (percent) image garbage collection frees down to")
+	fs.DurationVar(&o.imageMinimumGCAge, "image-minimum-gc-age", 2*time.Minute, "an unused image is kept at least this long after it was first seen")
+	fs.DurationVar(&o.imageMaximumGCAge, "image-maximum-gc-age", 0, "an image unused for this long is removed whatever the disk usage; 0 turns it off")
+	fs.DurationVar(&o.imageGCPeriod, "image-gc-period", 5*time.Minute, "period of image garbage collection (the kubelet's fixed 5m; not a kubelet flag)")
+	fs.StringVar(&o.podInfraContainerImage, "pod-infra-container-image", "", "sandbox image image garbage collection never removes (the runtime's own setting chooses the image; runtimes pin it too)")
+	fs.StringVar(&o.pullSecretsDir, "pull-secrets-dir", "", "standalone mode: imagePullSecrets as files <dir>/<namespace>/<name> in the .dockerconfigjson format (not a kubelet flag)")
 	return fs
 }
 
@@ -231,6 +255,10 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	str("cpu-manager-policy", &o.cpuManagerPolicy, kc.CPUManagerPolicy)
 	str("reserved-cpus", &o.reservedCPUs, kc.ReservedSystemCPUs)
 	str("pod-logs-dir", &o.podLogsDir, kc.PodLogsDir)
+	str("cluster-domain", &o.clusterDomain, kc.ClusterDomain)
+	if !set["seccomp-default"] && kc.SeccompDefault != nil {
+		o.seccompDefault = *kc.SeccompDefault
+	}
 	str("healthz-bind-address", &o.healthzBindAddress, kc.HealthzBindAddress)
 	if !set["healthz-port"] && kc.HealthzPort != nil {
 		o.healthzPort = int(*kc.HealthzPort)
@@ -254,6 +282,24 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	if kc.ContainerLogMonitorInterval != nil {
 		dur("container-log-monitor-interval", &o.containerLogMonitorInterval, kc.ContainerLogMonitorInterval.Duration)
 	}
+	if !set["serialize-image-pulls"] && kc.SerializeImagePulls != nil {
+		o.serializeImagePulls = *kc.SerializeImagePulls
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *int
+		v    *int32
+	}{
+		{"max-parallel-image-pulls", &o.maxParallelImagePulls, kc.MaxParallelImagePulls},
+		{"image-gc-high-threshold", &o.imageGCHighThreshold, kc.ImageGCHighThresholdPercent},
+		{"image-gc-low-threshold", &o.imageGCLowThreshold, kc.ImageGCLowThresholdPercent},
+	} {
+		if !set[f.flag] && f.v != nil {
+			*f.dst = int(*f.v)
+		}
+	}
+	dur("image-minimum-gc-age", &o.imageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
+	dur("image-maximum-gc-age", &o.imageMaximumGCAge, kc.ImageMaximumGCAge.Duration)
 	return nil
 }
 
@@ -340,6 +386,15 @@ func (o *options) validate() error {
 	}
 	if o.containerLogMaxWorkers < 1 {
 		errs = append(errs, errors.New("--container-log-max-workers must be >= 1"))
+	}
+	if o.maxParallelImagePulls < 0 {
+		errs = append(errs, errors.New("--max-parallel-image-pulls must be >= 0 (0: unlimited)"))
+	}
+	if o.serializeImagePulls && o.maxParallelImagePulls > 1 {
+		errs = append(errs, fmt.Errorf("--max-parallel-image-pulls %d needs --serialize-image-pulls=false", o.maxParallelImagePulls))
+	}
+	if o.imageGCPeriod <= 0 {
+		errs = append(errs, errors.New("--image-gc-period must be > 0"))
 	}
 	if o.containerLogMonitorInterval <= 0 {
 		errs = append(errs, errors.New("--container-log-monitor-interval must be > 0"))

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cni"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/images"
 	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/logs"
 	"github.com/nodeagent/nodeagent/internal/metrics"
@@ -36,6 +38,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podsource"
+	"github.com/nodeagent/nodeagent/internal/prober"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
 )
@@ -188,8 +191,26 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 	}
 
+	probes, err := prober.New(prober.Config{Runtime: conn, Clock: clk, Logger: log, Recorder: statuses, NodeIP: nodeIP})
+	if err != nil {
+		return err
+	}
+	defer probes.Stop()
+	statuses.SetProbes(probes)
+	// The image manager: pulls (limit, shared pulls) and image GC.
+	puller, err := images.NewPuller(images.PullerConfig{Client: conn, Clock: clk, Logger: log,
+		Serialize: o.serializeImagePulls, MaxParallel: o.maxParallelImagePulls, StatusTimeout: o.runtimeRequestTimeout})
+	if err != nil {
+		return err
+	}
+	imageGC, err := newImageGC(o, conn, clk, api, nodeName, log)
+	if err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	dockerConfigs := cri.DefaultDockerConfigPaths(o.rootDir, home)
 	rt, err := cri.New(cri.Config{
-		Client: conn, Logger: log, Clock: clk,
+		Client: conn, Logger: log, Clock: clk, Probes: probes,
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
@@ -197,6 +218,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Recorder:      statuses,
 		NetworkHealth: load(&networkHealth),
 		Objects:       api.objects(),
+		SpecConfig:    cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
+		Images:        puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
 	})
 	if err != nil {
 		return err
@@ -260,11 +283,14 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Runtime:      rt,
 		PLEG:         plegG,
 		Status:       statuses,
+		Prober:       probes,
 		Admit: admit.Chain{
 			admit.MaxPods(o.maxPods),
 			admit.Resources(allocatable),
 			admit.NodeSelector(labels),
 			admit.HostPorts(),
+			admit.AppArmor(admit.AppArmorHost("/sys")),
+			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.runtimeRequestTimeout)),
 		},
 		RuntimeHealth: load(&runtimeHealth),
 		Clock:         clk,
@@ -359,6 +385,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	g.Go(func() error { loop.Run(gctx); return nil })
 	g.Go(func() error { logRotation.Run(gctx); return nil })
+	// Image GC beside the loop, not in its housekeeping: removals are CRI
+	// calls, and the loop never calls the runtime.
+	g.Go(func() error { imageGC.Run(gctx); return nil })
 	g.Go(func() error {
 		// Every 5s while the runtime is ready, every second while it is
 		// not, so its return is noticed at once.
@@ -390,6 +419,27 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// newImageGC builds the image garbage collector; in API mode its
+// warnings are also events on the Node, as the kubelet's.
+func newImageGC(o *options, conn *cri.Conn, clk clock.WithTicker, api *apiMode, nodeName string, log *zap.Logger) (*images.GC, error) {
+	cfg := images.GCConfig{
+		Client: conn, Clock: clk, Logger: log,
+		HighThresholdPercent: o.imageGCHighThreshold, LowThresholdPercent: o.imageGCLowThreshold,
+		MinAge: o.imageMinimumGCAge, MaxAge: o.imageMaximumGCAge, Period: o.imageGCPeriod,
+		SandboxImage: o.podInfraContainerImage, CallTimeout: o.runtimeRequestTimeout,
+	}
+	if api != nil {
+		ref := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
+		rec := api.status.Recorder()
+		cfg.Event = func(eventType, reason, msg string) { rec.Event(ref, eventType, reason, msg) }
+	}
+	gc, err := images.NewGC(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("image garbage collection: %w (check --image-gc-* and --image-*-gc-age)", err)
+	}
+	return gc, nil
 }
 
 // ensureCNIConfig writes the default bridge conflist for podCIDR when the

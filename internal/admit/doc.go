@@ -5,7 +5,8 @@
 //
 // Built-in handlers: MaxPods (OutOfpods), Resources (OutOfcpu,
 // OutOfmemory), NodeSelector (NodeAffinity: nodeSelector and required node
-// affinity) and HostPorts (NodePorts).
+// affinity), HostPorts (NodePorts), AppArmor (a profile the host cannot
+// enforce) and UserNamespaces (hostUsers: false, UserNamespacesNotSupported).
 //
 // Handlers are pure over their Attributes and safe for concurrent use; the
 // sync loop calls the chain from its one goroutine.

@@ -1,6 +1,8 @@
 package cri
 
 import (
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -8,37 +10,51 @@ import (
 )
 
 // actions is what one sync of a pod must do, decided by computeActions
-// from the spec and the runtime status alone (the kubelet's
-// computePodActions, kuberuntime_manager.go).
+// from the spec, the runtime status and the probes' verdicts alone (the
+// kubelet's computePodActions, kuberuntime_manager.go).
 //
 //	no ready sandbox / spec hash changed ──> kill everything, new sandbox (attempt+1),
 //	                                          first init container or all containers
 //	ready sandbox, init container running ──> wait
 //	ready sandbox, init container failed  ──> restart it (Always/OnFailure) or fail the pod (Never)
 //	ready sandbox, init container exit 0  ──> next init container
+//	sidecar (init, restartPolicy Always)  ──> next init container once it is started
+//	                                          (startup probe passed); restarted whenever it exits
 //	ready sandbox, inits done            ──> start missing / restartable containers,
-//	                                          restart containers whose spec changed
+//	                                          restart containers whose spec changed or
+//	                                          whose liveness or startup probe failed
+//	every app container done (not Always) ──> stop the sidecars, last first
 type actions struct {
 	killPod       bool
 	createSandbox bool
 	sandboxID     string
 	attempt       uint32
-	// nextInit is the index of the init container to start, -1 for none.
-	nextInit int
+	// startInit are indexes into spec.initContainers, started in order:
+	// the next init container, and sidecars to restart.
+	startInit []int
 	// initFailed: an init container failed under restartPolicy Never; the
 	// pod is over.
 	initFailed bool
 	// start are indexes into spec.containers.
 	start []int
-	// kill are running containers to stop before their replacements start.
-	kill []*pod.Container
+	// kill are running containers to stop, in order, before their
+	// replacements start.
+	kill []killInfo
 	// stopSandbox: the pod is done (nothing runs or will run again); its
 	// sandbox is stopped to free its IP and ports, its containers kept.
 	stopSandbox bool
 }
 
-func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
-	a := actions{nextInit: -1}
+// killInfo is one container to stop, why (the Killing event's message)
+// and with which grace period (seconds).
+type killInfo struct {
+	c       *pod.Container
+	message string
+	grace   int64
+}
+
+func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes pod.ProbeResults) actions {
+	a := actions{}
 	sb := st.LatestSandbox()
 	ready := 0
 	for _, s := range st.Sandboxes {
@@ -72,7 +88,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 		a.createSandbox = true
 		if len(p.Spec.InitContainers) > 0 {
 			a.start = nil
-			a.nextInit = 0
+			a.startInit = []int{0}
 		}
 		return a
 	}
@@ -86,39 +102,79 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 		}
 		return nil
 	}
+	// Once an app container ran in this sandbox the pod is initialised:
+	// plain init containers do not run again, a sidecar's exit does not
+	// hold anything back.
+	initialised := false
+	for i := range p.Spec.Containers {
+		initialised = initialised || inSandbox(p.Spec.Containers[i].Name, false) != nil
+	}
+	done := appContainersDone(p, st, inSandbox)
 
-	// Init containers, strictly in order.
+	// Init containers, strictly in order. Sidecars stay up beside what
+	// follows them.
 	inits := p.Spec.InitContainers
-	initsDone := len(inits) == 0
-	for i := len(inits) - 1; i >= 0 && !initsDone; i-- {
-		c := inSandbox(inits[i].Name, true)
-		if c == nil {
-			if i == 0 {
-				a.nextInit = 0
-				return a
+	last := -1 // the last init container this sandbox has an instance of
+	for i := range inits {
+		if inSandbox(inits[i].Name, true) != nil {
+			last = i
+		}
+	}
+	for i := range inits {
+		spec := &inits[i]
+		c := inSandbox(spec.Name, true)
+		if isSidecar(spec) {
+			if done {
+				continue // stopped below, not restarted
+			}
+			switch {
+			case c == nil:
+				a.startInit = append(a.startInit, i)
+				if !initialised {
+					return a
+				}
+			case c.State == pod.ContainerRunning:
+				if k, bad := unhealthy(p, spec, c, probes); bad {
+					a.kill = append(a.kill, k)
+					a.startInit = append(a.startInit, i)
+					continue
+				}
+				if !initialised && !started(p, spec, c, probes) {
+					return a // the next one waits until it is started
+				}
+			case c.State == pod.ContainerUnknown:
+				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Container %s is in an unknown state, will be restarted", spec.Name), gracePeriod(p, c)})
+				a.startInit = append(a.startInit, i)
+				if !initialised {
+					return a
+				}
+			default: // exited or never started: a sidecar always restarts
+				a.startInit = append(a.startInit, i)
+				if !initialised {
+					return a
+				}
 			}
 			continue
 		}
 		switch {
+		case initialised || (c == nil && i < last):
+			// Done before (its instance may have been collected).
+		case c == nil:
+			a.startInit = append(a.startInit, i)
+			return a
 		case c.State == pod.ContainerRunning:
 			return a
 		case c.State == pod.ContainerExited && c.ExitCode == 0:
-			if i == len(inits)-1 {
-				initsDone = true
-				break
-			}
-			a.nextInit = i + 1
-			return a
 		case c.State == pod.ContainerExited:
 			if p.Spec.RestartPolicy == v1.RestartPolicyNever {
 				a.initFailed = true
 				a.killPod = st.Running()
 				return a
 			}
-			a.nextInit = i
+			a.startInit = append(a.startInit, i)
 			return a
 		default: // created but never started, or unknown
-			a.nextInit = i
+			a.startInit = append(a.startInit, i)
 			return a
 		}
 	}
@@ -138,12 +194,17 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 			a.start = append(a.start, i)
 		case c.State == pod.ContainerRunning:
 			if c.Hash != HashContainer(spec) {
-				a.kill = append(a.kill, c)
+				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Container %s definition changed, will be restarted", spec.Name), gracePeriod(p, c)})
 				a.start = append(a.start, i)
+			} else if k, bad := unhealthy(p, spec, c, probes); bad {
+				a.kill = append(a.kill, k)
+				if p.Spec.RestartPolicy != v1.RestartPolicyNever {
+					a.start = append(a.start, i)
+				}
 			}
 		case c.State == pod.ContainerUnknown:
 			// Maybe still running: stop it before starting another.
-			a.kill = append(a.kill, c)
+			a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Container %s is in an unknown state, will be restarted", spec.Name), gracePeriod(p, c)})
 			a.start = append(a.start, i)
 		case shouldRestart(p.Spec.RestartPolicy, c):
 			a.start = append(a.start, i)
@@ -154,18 +215,88 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus) actions {
 		if c.SandboxID == sb.ID && c.State == pod.ContainerRunning {
 			running = true
 			if !c.Init && !wanted[c.Name] {
-				a.kill = append(a.kill, c)
+				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Stopping container %s", c.Name), gracePeriod(p, c)})
 			}
 		}
 	}
-	a.stopSandbox = len(a.start) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
+	if done {
+		// The app containers are over for good: the sidecars go too, in
+		// reverse order (the kubelet's termination order).
+		for i := len(inits) - 1; i >= 0; i-- {
+			if c := inSandbox(inits[i].Name, true); c != nil && isSidecar(&inits[i]) && c.State == pod.ContainerRunning {
+				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Stopping container %s", c.Name), gracePeriod(p, c)})
+			}
+		}
+	}
+	a.stopSandbox = len(a.start) == 0 && len(a.startInit) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
 	return a
 }
 
+// appContainersDone reports whether every app container of a pod that
+// is not restartPolicy Always has finished for good in the sandbox (or,
+// OnFailure, succeeded in an earlier one).
+func appContainersDone(p *v1.Pod, st *pod.RuntimeStatus, inSandbox func(string, bool) *pod.Container) bool {
+	if p.Spec.RestartPolicy == v1.RestartPolicyAlways || len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for i := range p.Spec.Containers {
+		name := p.Spec.Containers[i].Name
+		if p.Spec.RestartPolicy == v1.RestartPolicyOnFailure && succeeded(st.Latest(name, false)) {
+			continue
+		}
+		c := inSandbox(name, false)
+		if c == nil || c.State != pod.ContainerExited || shouldRestart(p.Spec.RestartPolicy, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// isSidecar reports an init container with restartPolicy Always.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// started reports whether a running instance counts as started: it has
+// no startup probe, or the probe passed.
+func started(p *v1.Pod, spec *v1.Container, c *pod.Container, probes pod.ProbeResults) bool {
+	return spec.StartupProbe == nil || (probes != nil && probes.ProbeResult(p.UID, c.ID, pod.Startup) == pod.ProbeSuccess)
+}
+
+// unhealthy reports a running instance whose startup or liveness probe
+// failed: it is killed with the probe's grace period when it sets one.
+func unhealthy(p *v1.Pod, spec *v1.Container, c *pod.Container, probes pod.ProbeResults) (killInfo, bool) {
+	if probes == nil {
+		return killInfo{}, false
+	}
+	for _, pr := range []struct {
+		kind pod.ProbeKind
+		spec *v1.Probe
+		what string
+	}{{pod.Startup, spec.StartupProbe, "startup"}, {pod.Liveness, spec.LivenessProbe, "liveness"}} {
+		if pr.spec == nil || probes.ProbeResult(p.UID, c.ID, pr.kind) != pod.ProbeFailure {
+			continue
+		}
+		grace := gracePeriod(p, c)
+		if g := pr.spec.TerminationGracePeriodSeconds; g != nil {
+			grace = *g
+		}
+		msg := fmt.Sprintf("Container %s failed %s probe", spec.Name, pr.what)
+		if isSidecar(spec) || p.Spec.RestartPolicy != v1.RestartPolicyNever {
+			msg += ", will be restarted"
+		}
+		return killInfo{c, msg, grace}, true
+	}
+	return killInfo{}, false
+}
+
 // initsSucceeded reports whether every init container's newest instance
-// exited 0.
+// exited 0 (sidecars aside).
 func initsSucceeded(p *v1.Pod, st *pod.RuntimeStatus) bool {
 	for i := range p.Spec.InitContainers {
+		if isSidecar(&p.Spec.InitContainers[i]) {
+			continue
+		}
 		if !succeeded(st.Latest(p.Spec.InitContainers[i].Name, true)) {
 			return false
 		}

@@ -90,82 +90,82 @@ func TestComputeActions(t *testing.T) {
 			name: "no sandbox: create one and start every container",
 			pod:  actPod,
 			st:   rs(nil),
-			want: actions{createSandbox: true, nextInit: -1, start: []int{0, 1}},
+			want: actions{createSandbox: true, start: []int{0, 1}},
 		},
 		{
 			name: "no sandbox with init containers: start the first init container only",
 			pod:  actPodInit,
 			st:   rs(nil),
-			want: actions{createSandbox: true, nextInit: 0},
+			want: actions{createSandbox: true, startInit: []int{0}},
 		},
 		{
 			name: "sandbox not ready, nothing running: new sandbox with the next attempt",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 2, false)), ctrIn("sb1", "app", exited, 0)),
-			want: actions{createSandbox: true, attempt: 3, nextInit: -1, start: []int{0, 1}},
+			want: actions{createSandbox: true, attempt: 3, start: []int{0, 1}},
 		},
 		{
 			name: "sandbox not ready with a container still running: kill, then new sandbox",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", running, 0)),
-			want: actions{killPod: true, createSandbox: true, attempt: 1, nextInit: -1, start: []int{0, 1}},
+			want: actions{killPod: true, createSandbox: true, attempt: 1, start: []int{0, 1}},
 		},
 		{
 			name: "sandbox not ready with init containers: restart from the first init container",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "init-1", exited, 0), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{createSandbox: true, attempt: 1, nextInit: 0},
+			want: actions{createSandbox: true, attempt: 1, startInit: []int{0}},
 		},
 		{
 			name:     "spec hash changed: kill everything and replace the sandbox",
 			pod:      actPod,
 			specHash: "hash-2",
 			st:       rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
-			want:     actions{killPod: true, createSandbox: true, attempt: 1, nextInit: -1, start: []int{0, 1}},
+			want:     actions{killPod: true, createSandbox: true, attempt: 1, start: []int{0, 1}},
 		},
 		{
 			name:     "no spec hash (API pod): the sandbox's hash is not compared",
 			pod:      actPod,
 			specHash: "-",
 			st:       rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
-			want:     actions{sandboxID: "sb1", nextInit: -1},
+			want:     actions{sandboxID: "sb1"},
 		},
 		{
 			name: "two ready sandboxes: kill both, make a new one",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb2", 1, true), sb("sb1", 0, true)), ctrIn("sb2", "app", running, 0)),
-			want: actions{killPod: true, createSandbox: true, attempt: 2, nextInit: -1, start: []int{0, 1}},
+			want: actions{killPod: true, createSandbox: true, attempt: 2, start: []int{0, 1}},
 		},
 		{
 			name: "restartPolicy Never, sandbox dead after its containers ran: no new sandbox",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
-			want: actions{attempt: 1, nextInit: -1},
+			want: actions{attempt: 1},
 		},
 		{
 			name: "restartPolicy Never, sandbox dead with a container still running: kill only",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", running, 0)),
-			want: actions{killPod: true, attempt: 1, nextInit: -1},
+			want: actions{killPod: true, attempt: 1},
 		},
 		{
 			name: "restartPolicy Never, sandbox died before any container: new sandbox",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, false))),
-			want: actions{createSandbox: true, attempt: 1, nextInit: -1, start: []int{0, 1}},
+			want: actions{createSandbox: true, attempt: 1, start: []int{0, 1}},
 		},
 		{
 			name:     "restartPolicy Never, spec changed: replaced all the same",
 			pod:      policy(actPod, v1.RestartPolicyNever),
 			specHash: "hash-2",
 			st:       rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0)),
-			want:     actions{createSandbox: true, attempt: 1, nextInit: -1, start: []int{0, 1}},
+			want:     actions{createSandbox: true, attempt: 1, start: []int{0, 1}},
 		},
 		{
 			name: "restartPolicy OnFailure, new sandbox: succeeded containers are not started",
 			pod:  policy(actPod, v1.RestartPolicyOnFailure),
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 2)),
-			want: actions{createSandbox: true, attempt: 1, nextInit: -1, start: []int{1}},
+			want: actions{createSandbox: true, attempt: 1, start: []int{1}},
 		},
 
 		// Init containers, strictly in order.
@@ -173,62 +173,62 @@ func TestComputeActions(t *testing.T) {
 			name: "ready sandbox, no init container yet: start the first",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true))),
-			want: actions{sandboxID: "sb1", nextInit: 0},
+			want: actions{sandboxID: "sb1", startInit: []int{0}},
 		},
 		{
 			name: "init 0 running: wait",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1},
+			want: actions{sandboxID: "sb1"},
 		},
 		{
 			name: "init 0 created but not started: start it again",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", created, 0)),
-			want: actions{sandboxID: "sb1", nextInit: 0},
+			want: actions{sandboxID: "sb1", startInit: []int{0}},
 		},
 		{
 			name: "init 0 exit 0: start init 1",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb1", nextInit: 1},
+			want: actions{sandboxID: "sb1", startInit: []int{1}},
 		},
 		{
 			name: "init 0 failed under Always: restart init 0",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", exited, 1)),
-			want: actions{sandboxID: "sb1", nextInit: 0},
+			want: actions{sandboxID: "sb1", startInit: []int{0}},
 		},
 		{
 			name: "init 1 failed under OnFailure: restart init 1",
 			pod:  policy(actPodInit, v1.RestartPolicyOnFailure),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-1", exited, 1), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb1", nextInit: 1},
+			want: actions{sandboxID: "sb1", startInit: []int{1}},
 		},
 		{
 			name: "init 1 failed under Never: the pod has failed",
 			pod:  policy(actPodInit, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-1", exited, 1), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1, initFailed: true, killPod: true},
+			want: actions{sandboxID: "sb1", initFailed: true, killPod: true},
 		},
 		{
 			name: "init 1 running: wait",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-1", running, 0), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1},
+			want: actions{sandboxID: "sb1"},
 		},
 		{
 			name: "all init containers done: start the containers",
 			pod:  actPodInit,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-1", exited, 0), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0, 1}},
+			want: actions{sandboxID: "sb1", start: []int{0, 1}},
 		},
 		{
 			name: "init containers done in an old sandbox only: run them again in the new one",
 			pod:  actPodInit,
 			st: rs(sbList(sb("sb2", 1, true), sb("sb1", 0, false)),
 				ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "init-1", exited, 0), ctrIn("sb1", "init-0", exited, 0)),
-			want: actions{sandboxID: "sb2", attempt: 1, nextInit: 0},
+			want: actions{sandboxID: "sb2", attempt: 1, startInit: []int{0}},
 		},
 
 		// Regular containers in a ready sandbox.
@@ -236,49 +236,49 @@ func TestComputeActions(t *testing.T) {
 			name: "all running and unchanged: nothing to do",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1},
+			want: actions{sandboxID: "sb1"},
 		},
 		{
 			name: "one container missing: start it",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 3, true)), ctrIn("sb1", "app", running, 0)),
-			want: actions{sandboxID: "sb1", attempt: 3, nextInit: -1, start: []int{1}},
+			want: actions{sandboxID: "sb1", attempt: 3, start: []int{1}},
 		},
 		{
 			name: "running container whose spec changed: kill and start",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, true)), changedApp, ctrIn("sb1", "side", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0}, kill: []*pod.Container{changedApp}},
+			want: actions{sandboxID: "sb1", start: []int{0}, kill: []killInfo{{changedApp, "Container app definition changed, will be restarted", 30}}},
 		},
 		{
 			name: "running container no longer in the spec: kill",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0), strayRunning),
-			want: actions{sandboxID: "sb1", nextInit: -1, kill: []*pod.Container{strayRunning}},
+			want: actions{sandboxID: "sb1", kill: []killInfo{{strayRunning, "Stopping container gone", 30}}},
 		},
 		{
 			name: "created but never started: start again",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", created, 0), ctrIn("sb1", "side", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0}},
+			want: actions{sandboxID: "sb1", start: []int{0}},
 		},
 		{
 			name: "Always restarts exit 0 and exit 1",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0, 1}},
+			want: actions{sandboxID: "sb1", start: []int{0, 1}},
 		},
 		{
 			name: "OnFailure restarts exit 1 only",
 			pod:  policy(actPod, v1.RestartPolicyOnFailure),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{1}},
+			want: actions{sandboxID: "sb1", start: []int{1}},
 		},
 		{
 			name: "Never restarts nothing; the finished pod's sandbox is stopped",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
-			want: actions{sandboxID: "sb1", nextInit: -1, stopSandbox: true},
+			want: actions{sandboxID: "sb1", stopSandbox: true},
 		},
 		{
 			name: "OnFailure pod with init containers, all done, sandbox stopped: no new sandbox",
@@ -286,7 +286,7 @@ func TestComputeActions(t *testing.T) {
 			st: rs(sbList(sb("sb1", 0, false)),
 				ctrIn("sb1", "init-0", exited, 0), ctrIn("sb1", "init-1", exited, 0),
 				ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 0)),
-			want: actions{attempt: 1, nextInit: -1},
+			want: actions{attempt: 1},
 		},
 		{
 			name: "OnFailure pod with init containers and a failed container: new sandbox, inits first",
@@ -294,26 +294,26 @@ func TestComputeActions(t *testing.T) {
 			st: rs(sbList(sb("sb1", 0, false)),
 				ctrIn("sb1", "init-0", exited, 0), ctrIn("sb1", "init-1", exited, 0),
 				ctrIn("sb1", "app", exited, 1), ctrIn("sb1", "side", exited, 0)),
-			want: actions{createSandbox: true, attempt: 1, nextInit: 0},
+			want: actions{createSandbox: true, attempt: 1, startInit: []int{0}},
 		},
 		{
 			name: "Never with one container still running keeps the sandbox",
 			pod:  policy(actPod, v1.RestartPolicyNever),
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1},
+			want: actions{sandboxID: "sb1"},
 		},
 		{
 			name: "unknown state: stop it, then start another",
 			pod:  actPod,
 			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", pod.ContainerUnknown, 0), ctrIn("sb1", "side", running, 0)),
-			want: actions{sandboxID: "sb1", nextInit: -1, start: []int{0}, kill: []*pod.Container{ctrIn("sb1", "app", pod.ContainerUnknown, 0)}},
+			want: actions{sandboxID: "sb1", start: []int{0}, kill: []killInfo{{ctrIn("sb1", "app", pod.ContainerUnknown, 0), "Container app is in an unknown state, will be restarted", 30}}},
 		},
 		{
 			name: "containers of an old sandbox are ignored: a running one there does not count",
 			pod:  actPod,
 			st: rs(sbList(sb("sb2", 1, true), sb("sb1", 0, false)),
 				ctrIn("sb2", "side", running, 0), oldSandboxApp),
-			want: actions{sandboxID: "sb2", attempt: 1, nextInit: -1, start: []int{0}},
+			want: actions{sandboxID: "sb2", attempt: 1, start: []int{0}},
 		},
 		{
 			name: "containers of an old sandbox are ignored: a changed one there is not killed",
@@ -321,7 +321,7 @@ func TestComputeActions(t *testing.T) {
 			st: rs(sbList(sb("sb2", 1, true), sb("sb1", 0, false)),
 				ctrIn("sb2", "app", running, 0), ctrIn("sb2", "side", running, 0),
 				func() *pod.Container { c := ctrIn("sb1", "app", running, 0); c.Hash = "old"; return c }()),
-			want: actions{sandboxID: "sb2", attempt: 1, nextInit: -1},
+			want: actions{sandboxID: "sb2", attempt: 1},
 		},
 	}
 	for _, tt := range tests {
@@ -333,8 +333,8 @@ func TestComputeActions(t *testing.T) {
 			case "-":
 				h = ""
 			}
-			got := computeActions(tt.pod, h, tt.st)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{})); diff != "" {
+			got := computeActions(tt.pod, h, tt.st, nil)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{}, killInfo{})); diff != "" {
 				t.Errorf("computeActions() (-want +got):\n%s", diff)
 			}
 		})
@@ -351,18 +351,18 @@ func TestComputeActionsOnFailureSucceededContainerInOldSandbox(t *testing.T) {
 			name: "container succeeded in the old sandbox, the other was restarted in the new one",
 			st: rs(sbList(sb("sb2", 1, true), sb("sb1", 0, false)),
 				ctrIn("sb2", "side", running, 0), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 1)),
-			want: actions{sandboxID: "sb2", attempt: 1, nextInit: -1},
+			want: actions{sandboxID: "sb2", attempt: 1},
 		},
 		{
 			name: "every container succeeded, sandbox dead: nothing to do",
 			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 0)),
-			want: actions{attempt: 1, nextInit: -1},
+			want: actions{attempt: 1},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := computeActions(policy(actPod, v1.RestartPolicyOnFailure), specHash, tt.st)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{})); diff != "" {
+			got := computeActions(policy(actPod, v1.RestartPolicyOnFailure), specHash, tt.st, nil)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{}, killInfo{})); diff != "" {
 				t.Errorf("computeActions() (-want +got):\n%s", diff)
 			}
 		})
@@ -390,6 +390,121 @@ func TestShouldRestart(t *testing.T) {
 			c := &pod.Container{State: tt.state, ExitCode: tt.code}
 			if got := shouldRestart(tt.policy, c); got != tt.want {
 				t.Errorf("shouldRestart(%s, %s exit %d) = %v, want %v", tt.policy, tt.state, tt.code, got, tt.want)
+			}
+		})
+	}
+}
+
+// probeVerdicts is a fixed set of verdicts by container ID and kind.
+type probeVerdicts map[string]pod.ProbeResult
+
+func (v probeVerdicts) ProbeResult(_ pod.UID, id string, kind pod.ProbeKind) pod.ProbeResult {
+	return v[id+"/"+kind.String()]
+}
+
+func TestComputeActionsProbesAndSidecars(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	grace := int64(7)
+	probed := actPod.DeepCopy()
+	probed.Spec.Containers[0].LivenessProbe = &v1.Probe{TerminationGracePeriodSeconds: &grace}
+	probed.Spec.Containers[1].StartupProbe = &v1.Probe{}
+	// init-0 is a sidecar with a startup probe, init-1 a plain init
+	// container after it.
+	side := actPodInit.DeepCopy()
+	side.Spec.InitContainers[0].RestartPolicy = &always
+	side.Spec.InitContainers[0].StartupProbe = &v1.Probe{}
+	sideNever := policy(side, v1.RestartPolicyNever)
+	in := func(p *v1.Pod, name string, init bool, state pod.ContainerState, code int32) *pod.Container {
+		c := &pod.Container{ID: "sb1-" + name, SandboxID: "sb1", Name: name, State: state, ExitCode: code, Init: init}
+		if s := containerSpec(p, name, init); s != nil {
+			c.Hash = HashContainer(s)
+		}
+		return c
+	}
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		st       *pod.RuntimeStatus
+		verdicts probeVerdicts
+		want     actions
+	}{
+		{
+			name:     "liveness failed: killed with the probe's grace period, restarted",
+			pod:      probed,
+			st:       rs(sbList(sb("sb1", 0, true)), in(probed, "app", false, running, 0), in(probed, "side", false, running, 0)),
+			verdicts: probeVerdicts{"sb1-app/Liveness": pod.ProbeFailure, "sb1-side/Startup": pod.ProbeSuccess},
+			want: actions{sandboxID: "sb1", start: []int{0},
+				kill: []killInfo{{in(probed, "app", false, running, 0), "Container app failed liveness probe, will be restarted", 7}}},
+		},
+		{
+			name:     "startup failed: killed with the pod's grace period; Never: not restarted",
+			pod:      policy(probed, v1.RestartPolicyNever),
+			st:       rs(sbList(sb("sb1", 0, true)), in(probed, "app", false, running, 0), in(probed, "side", false, running, 0)),
+			verdicts: probeVerdicts{"sb1-side/Startup": pod.ProbeFailure},
+			want: actions{sandboxID: "sb1",
+				kill: []killInfo{{in(probed, "side", false, running, 0), "Container side failed startup probe", 30}}},
+		},
+		{
+			name:     "no verdict yet: nothing",
+			pod:      probed,
+			st:       rs(sbList(sb("sb1", 0, true)), in(probed, "app", false, running, 0), in(probed, "side", false, running, 0)),
+			verdicts: probeVerdicts{},
+			want:     actions{sandboxID: "sb1"},
+		},
+		{
+			name:     "sidecar running but not started: the next init container waits",
+			pod:      side,
+			st:       rs(sbList(sb("sb1", 0, true)), in(side, "init-0", true, running, 0)),
+			verdicts: probeVerdicts{},
+			want:     actions{sandboxID: "sb1"},
+		},
+		{
+			name:     "sidecar started: the next init container starts",
+			pod:      side,
+			st:       rs(sbList(sb("sb1", 0, true)), in(side, "init-0", true, running, 0)),
+			verdicts: probeVerdicts{"sb1-init-0/Startup": pod.ProbeSuccess},
+			want:     actions{sandboxID: "sb1", startInit: []int{1}},
+		},
+		{
+			name:     "inits done, sidecar running: the app containers start",
+			pod:      side,
+			st:       rs(sbList(sb("sb1", 0, true)), in(side, "init-1", true, exited, 0), in(side, "init-0", true, running, 0)),
+			verdicts: probeVerdicts{"sb1-init-0/Startup": pod.ProbeSuccess},
+			want:     actions{sandboxID: "sb1", start: []int{0, 1}},
+		},
+		{
+			name: "sidecar exited beside running apps: restarted, the apps untouched",
+			pod:  side,
+			st: rs(sbList(sb("sb1", 0, true)), in(side, "app", false, running, 0), in(side, "side", false, running, 0),
+				in(side, "init-1", true, exited, 0), in(side, "init-0", true, exited, 1)),
+			want: actions{sandboxID: "sb1", startInit: []int{0}},
+		},
+		{
+			name: "Never pod: apps done, the sidecar is stopped and not restarted",
+			pod:  sideNever,
+			st: rs(sbList(sb("sb1", 0, true)), in(side, "app", false, exited, 0), in(side, "side", false, exited, 0),
+				in(side, "init-1", true, exited, 0), in(side, "init-0", true, running, 0)),
+			want: actions{sandboxID: "sb1", kill: []killInfo{{in(side, "init-0", true, running, 0), "Stopping container init-0", 30}}},
+		},
+		{
+			name: "Never pod: apps done, sidecar stopped: the sandbox goes",
+			pod:  sideNever,
+			st: rs(sbList(sb("sb1", 0, true)), in(side, "app", false, exited, 0), in(side, "side", false, exited, 0),
+				in(side, "init-1", true, exited, 0), in(side, "init-0", true, exited, 137)),
+			want: actions{sandboxID: "sb1", stopSandbox: true},
+		},
+		{
+			name: "new sandbox: a pod of sidecars and succeeded inits still starts with the first init container",
+			pod:  side,
+			st:   rs(nil),
+			want: actions{createSandbox: true, startInit: []int{0}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computeActions(tt.pod, specHash, tt.st, tt.verdicts)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{}, killInfo{})); diff != "" {
+				t.Errorf("computeActions() (-want +got):\n%s", diff)
 			}
 		})
 	}

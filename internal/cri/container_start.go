@@ -70,14 +70,23 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 			SecurityContext: securityContext(p, c),
 		},
 	}
+	if err := r.applySecurityProfiles(p, c, cfg.Linux.SecurityContext); err != nil {
+		return nil, err
+	}
+	hosts, err := r.hostsMount(p, c, podIP)
+	if err != nil {
+		return nil, err
+	}
+	if hosts != nil {
+		cfg.Mounts = append(cfg.Mounts, hosts)
+	}
 	if c.TerminationMessagePath != "" {
 		// The kubelet bind-mounts a per-container file for the termination
 		// message; so do we, under the pod directory.
-		dir := filepath.Join(r.PodDir(string(p.UID)), "containers", c.Name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		f := r.terminationMessageFile(p.UID, c.Name, restartCount)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
 			return nil, fmt.Errorf("create termination message directory: %w", err)
 		}
-		f := filepath.Join(dir, strconv.Itoa(restartCount))
 		if err := os.WriteFile(f, nil, 0o666); err != nil {
 			return nil, fmt.Errorf("create termination message file: %w", err)
 		}

@@ -4,9 +4,19 @@
 // timeout on every call and errors translated to ErrNotFound /
 // ErrUnavailable), the kubelet-compatible labels and annotations, the pure
 // decision of what a pod needs next (computeActions, from spec and runtime
-// status), image pulls with pull policy and backoff, sandbox and container
+// status), image pulls with pull policy, backoff and credentials (the pod's
+// pull secrets — API Secrets, or PullSecretsDir files in standalone mode —
+// then the node-wide docker config; the pulls themselves go through
+// internal/images' Puller), sandbox and container
 // configs, init containers in order, CrashLoopBackOff, killing pods, and
 // listing what the agent owns for PLEG and housekeeping.
+//
+// Container configs carry what the kubelet adds to the spec: the pod's
+// managed /etc/hosts (hosts.go, <pod>/etc-hosts), seccomp and AppArmor
+// profiles and the masked and read-only /proc paths (security.go). The
+// termination message of an exited container is read once, when
+// InspectPod first sees the exit (termination.go: its message file, or
+// the tail of its CRI log with FallbackToLogsOnError).
 //
 // What pods read from the API server comes through Objects (ConfigMaps,
 // Secrets, service account tokens, service env vars), which API mode

@@ -2,20 +2,15 @@ package cri
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/probe"
 )
 
 // Reasons of failed lifecycle hooks, as the kubelet reports them.
@@ -71,77 +66,21 @@ func trimOutput(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// hookHTTPGet is an httpGet handler: success is a status in [200, 400).
-// HTTPS does not verify the server's certificate (as the kubelet).
+// hookHTTPGet is an httpGet handler against the pod (the node for a
+// host-network pod): success is a status in [200, 400).
 func (r *Runtime) hookHTTPGet(ctx context.Context, p *v1.Pod, c *v1.Container, g *v1.HTTPGetAction, podIP string) error {
-	host := g.Host
-	if host == "" {
-		host = podIP
-		if p.Spec.HostNetwork || host == "" {
-			host = r.cfg.NodeIP
-		}
+	host := podIP
+	if p.Spec.HostNetwork || host == "" {
+		host = r.cfg.NodeIP
 	}
-	port, err := resolvePort(g.Port, c)
+	port, err := probe.ResolvePort(g.Port, c)
 	if err != nil {
 		return err
 	}
-	scheme := strings.ToLower(string(g.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	path := g.Path
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
-	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, strconv.Itoa(port))}
-	full := u.String() + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full, nil)
-	if err != nil {
-		return fmt.Errorf("http lifecycle hook %s: %w", full, err)
-	}
-	req.Header.Set("User-Agent", hookHTTPUserAgent)
-	for _, h := range g.HTTPHeaders {
-		if strings.EqualFold(h.Name, "host") {
-			req.Host = h.Value
-			continue
-		}
-		req.Header.Add(h.Name, h.Value)
-	}
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks and probes
-		DisableKeepAlives: true,
-		Proxy:             nil,
-	}}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("http lifecycle hook %s: %w", full, err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 10<<10)) //nolint:errcheck // drained for the connection's sake only
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: received status code %d", path, c.Name, p.Name, resp.StatusCode)
+	if _, err := probe.HTTPGet(ctx, g, host, port, hookHTTPUserAgent); err != nil {
+		return fmt.Errorf("HTTP lifecycle hook (%s) for Container %q in Pod %q failed - error: %w", g.Path, c.Name, p.Name, err)
 	}
 	return nil
-}
-
-// resolvePort is a handler's port: a number, or the name of one of the
-// container's ports.
-func resolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
-	if port.Type == intstr.Int {
-		if port.IntVal <= 0 || port.IntVal > 65535 {
-			return 0, fmt.Errorf("invalid port %d", port.IntVal)
-		}
-		return int(port.IntVal), nil
-	}
-	for _, cp := range c.Ports {
-		if cp.Name == port.StrVal {
-			return int(cp.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(port.StrVal); err == nil && n > 0 && n <= 65535 {
-		return n, nil
-	}
-	return 0, fmt.Errorf("couldn't find port %q in container %q", port.StrVal, c.Name)
 }
 
 // hookTimeout bounds a hook by the pod's grace period (at least 2 s).

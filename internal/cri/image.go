@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/images"
 )
 
 // The kubelet's image waiting reasons (pkg/kubelet/images/types.go).
@@ -74,17 +76,16 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 	creds := r.pullCredentials(ctx, p, c.Image, log)
 	log.Info("pulling image", zap.Int("credentials", len(creds)))
 	r.event(p, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
-	start := r.cfg.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.PullTimeout)
 	defer cancel()
-	resp, err := r.pull(cctx, spec, sandbox, creds)
+	res, err := r.cfg.Images.Pull(cctx, images.Request{Image: spec, Sandbox: sandbox, Auths: creds})
 	if err != nil && ctx.Err() != nil {
 		// Cancelled by the pod's removal: not the registry's fault, no backoff.
 		return "", &imageError{reason: ReasonErrImagePull, msg: fmt.Sprintf("pull image %q: %v", c.Image, ctx.Err())}
 	}
 	if err != nil {
 		delay := r.cfg.ImagePull.Next(key)
-		err = translate(err)
+		err = translatePull(err)
 		log.Warn("pull image failed; backing off", zap.Duration("backoff", delay), zap.Error(err))
 		r.event(p, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		// Come back soon to report the backoff (ImagePullBackOff) for the
@@ -93,37 +94,26 @@ func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, s
 		return "", &imageError{ReasonErrImagePull, fmt.Sprintf("pull image %q: %v", c.Image, err), min(delay, backOffReportAfter)}
 	}
 	r.cfg.ImagePull.Reset(key)
-	log.Info("pulled image", zap.String("imageRef", resp.ImageRef))
-	r.event(p, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v", c.Image, r.cfg.Clock.Since(start).Round(time.Millisecond))
-	return resp.ImageRef, nil
+	log.Info("pulled image", zap.String("imageRef", res.ImageRef), zap.Uint64("size", res.Size),
+		zap.Duration("pull", res.Pull), zap.Duration("total", res.Total), zap.Bool("shared", res.Shared))
+	r.event(p, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %d bytes.",
+		c.Image, res.Pull.Truncate(time.Millisecond), res.Total.Truncate(time.Millisecond), res.Size)
+	return res.ImageRef, nil
 }
 
-// pull pulls an image anonymously when there are no credentials, else
-// with each in turn until one succeeds. As the kubelet, a failure with
-// every credential is not followed by an anonymous attempt: the errors
-// are reported together.
-func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, sandbox *runtimeapi.PodSandboxConfig, creds []*runtimeapi.AuthConfig) (*runtimeapi.PullImageResponse, error) {
-	if len(creds) == 0 {
-		return r.c.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, SandboxConfig: sandbox})
+// translatePull translates a pull error, or each of the errors of a pull
+// tried with several credentials.
+func translatePull(err error) error {
+	var agg utilerrors.Aggregate
+	if !errors.As(err, &agg) {
+		return translate(err)
 	}
-	var errs []error
-	for _, auth := range creds {
-		resp, err := r.c.PullImage(ctx, &runtimeapi.PullImageRequest{Image: spec, Auth: auth, SandboxConfig: sandbox})
-		if err == nil {
-			return resp, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if len(errs) == 1 {
-		return nil, errs[0]
-	}
+	errs := agg.Errors()
+	out := make([]error, len(errs))
 	for i := range errs {
-		errs[i] = translate(errs[i])
+		out[i] = translate(errs[i])
 	}
-	return nil, utilerrors.NewAggregate(errs)
+	return utilerrors.NewAggregate(out)
 }
 
 // asImageError extracts an image error.

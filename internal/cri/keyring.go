@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,21 +18,32 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// This file finds the credentials of a pod's imagePullSecrets for an
-// image, as the kubelet's credentialprovider keyring does
-// (pkg/credentialprovider/keyring.go, secrets/secrets.go).
+// This file finds the credentials for an image pull, as the kubelet's
+// credentialprovider keyring does (pkg/credentialprovider/keyring.go,
+// config.go, secrets/secrets.go): those of the pod's imagePullSecrets
+// first, then the node-wide ones of the first docker config file found
+// (DockerConfigPaths).
 
-// pullCredentials returns the credentials of the pod's imagePullSecrets
-// that match image, most specific registry path first; none when no
-// secret matches (the pull is then anonymous). A secret that cannot be
-// read is skipped with a warning and a FailedToRetrieveImagePullSecret
-// event, as the kubelet goes on without it; so is a malformed one.
+// pullCredentials returns the credentials that match image: the pod's
+// imagePullSecrets (API Secrets in API mode; files of PullSecretsDir in
+// standalone mode), most specific registry path first, then the
+// node-wide ones; none when nothing matches (the pull is then
+// anonymous). A secret that cannot be read is skipped with a warning and
+// a FailedToRetrieveImagePullSecret event, as the kubelet goes on
+// without it; so is a malformed one.
 func (r *Runtime) pullCredentials(ctx context.Context, p *v1.Pod, image string, log *zap.Logger) []*runtimeapi.AuthConfig {
+	repo := repository(image)
+	return append(r.secretCredentials(ctx, p, repo, log), r.nodeCredentials(repo, log)...)
+}
+
+// secretCredentials returns the credentials of the pod's
+// imagePullSecrets that match repo.
+func (r *Runtime) secretCredentials(ctx context.Context, p *v1.Pod, repo string, log *zap.Logger) []*runtimeapi.AuthConfig {
 	if len(p.Spec.ImagePullSecrets) == 0 {
 		return nil
 	}
-	if r.cfg.Objects == nil {
-		log.Warn("imagePullSecrets need an API server; pulling without them")
+	if r.cfg.Objects == nil && r.cfg.PullSecretsDir == "" {
+		log.Warn("imagePullSecrets need an API server or --pull-secrets-dir; pulling without them")
 		return nil
 	}
 	var (
@@ -42,7 +54,7 @@ func (r *Runtime) pullCredentials(ctx context.Context, p *v1.Pod, image string, 
 		if ref.Name == "" {
 			continue // accepted by old API validation; the kubelet ignores it too
 		}
-		s, err := r.cfg.Objects.Secret(ctx, p.Namespace, ref.Name)
+		s, err := r.pullSecret(ctx, p.Namespace, ref.Name)
 		if err != nil {
 			log.Warn("unable to retrieve pull secret; the image pull may not succeed", zap.String("secret", ref.Name), zap.Error(err))
 			missing = append(missing, ref.Name)
@@ -56,7 +68,67 @@ func (r *Runtime) pullCredentials(ctx context.Context, p *v1.Pod, image string, 
 		r.event(p, v1.EventTypeWarning, "FailedToRetrieveImagePullSecret",
 			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(missing, ", "))
 	}
-	return kr.lookup(repository(image))
+	return kr.lookup(repo)
+}
+
+// pullSecret reads an image pull secret: from the API server, or in
+// standalone mode from <PullSecretsDir>/<namespace>/<name>, a file in the
+// .dockerconfigjson format ({"auths": {...}}, as ~/.docker/config.json).
+func (r *Runtime) pullSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	if r.cfg.Objects != nil {
+		return r.cfg.Objects.Secret(ctx, namespace, name)
+	}
+	b, err := os.ReadFile(childDir(childDir(r.cfg.PullSecretsDir, namespace), name))
+	if err != nil {
+		return nil, err
+	}
+	return &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{v1.DockerConfigJsonKey: b}}, nil
+}
+
+// DefaultDockerConfigPaths are the node-wide docker config files the
+// kubelet reads, in its order: config.json in its root directory, in
+// ~/.docker and in /.docker, then the legacy .dockercfg in the root
+// directory, in ~ and in /. (The kubelet also looks in its working
+// directory; a daemon's is /, or arbitrary: not done.) An empty home is
+// skipped.
+func DefaultDockerConfigPaths(rootDir, home string) []string {
+	jsonDirs, legacyDirs := []string{rootDir}, []string{rootDir}
+	if home != "" {
+		jsonDirs, legacyDirs = append(jsonDirs, filepath.Join(home, ".docker")), append(legacyDirs, home)
+	}
+	jsonDirs, legacyDirs = append(jsonDirs, "/.docker"), append(legacyDirs, "/")
+	var out []string
+	for _, d := range jsonDirs {
+		out = append(out, filepath.Join(d, "config.json"))
+	}
+	for _, d := range legacyDirs {
+		out = append(out, filepath.Join(d, ".dockercfg"))
+	}
+	return out
+}
+
+// nodeCredentials returns the credentials for repo of the first of
+// DockerConfigPaths that can be read and parsed: config.json files hold
+// {"auths": {...}}, others the legacy .dockercfg map. Read at every pull
+// (a small local file), so an edit applies to the next pull.
+func (r *Runtime) nodeCredentials(repo string, log *zap.Logger) []*runtimeapi.AuthConfig {
+	for _, path := range r.cfg.DockerConfigPaths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		s := &v1.Secret{Type: v1.SecretTypeDockercfg, Data: map[string][]byte{v1.DockerConfigKey: b}}
+		if filepath.Base(path) == "config.json" {
+			s = &v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{v1.DockerConfigJsonKey: b}}
+		}
+		var kr keyring
+		if err := kr.addSecret(s); err != nil {
+			log.Warn("ignoring unreadable node docker config; trying the next", zap.String("file", path), zap.Error(err))
+			continue
+		}
+		return kr.lookup(repo)
+	}
+	return nil
 }
 
 // dockerEntry is one registry's entry of a .dockercfg or of the auths

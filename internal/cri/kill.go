@@ -16,34 +16,36 @@ import (
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
-// stopPod stops every running container at once, each with the grace
-// period, then stops every sandbox (which tears down its network).
-// p may be nil (an orphan); it is only used for events.
+// stopPod stops the pod's running containers, each with the grace
+// period (its preStop first): the app and plain init containers at once,
+// then the sidecars one by one, last first, with what is left of the
+// grace period (the kubelet's termination order); then every sandbox
+// (which tears down its network). p may be nil (an orphan: no order, no
+// hooks); it is only used for events and hooks.
 func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
 	podIP := ""
 	if sb := st.LatestSandbox(); sb != nil {
 		podIP = sb.IP
 	}
+	start := r.cfg.Clock.Now()
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		errs     []error
+		sidecars = map[string]*pod.Container{}
 	)
 	for _, c := range st.Containers {
 		if c.State != pod.ContainerRunning && c.State != pod.ContainerCreated {
 			continue
 		}
+		if spec := containerSpec(p, c.Name, c.Init); c.Init && spec != nil && isSidecar(spec) && sidecars[c.Name] == nil {
+			sidecars[c.Name] = c
+			continue
+		}
 		wg.Add(1)
 		go func(c *pod.Container) {
 			defer wg.Done()
-			log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace))
-			r.event(p, v1.EventTypeNormal, "Killing", "Stopping container %s", c.Name)
-			left := grace
-			// As the kubelet: no preStop for a forced stop (grace 0).
-			if spec := containerSpec(p, c.Name, c.Init); grace > 0 && c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
-				left = r.preStop(ctx, p, spec, c.ID, podIP, grace, log)
-			}
-			if err := r.stopContainer(ctx, c.ID, left); err != nil {
+			if err := r.killContainer(ctx, p, c, grace, podIP, "Stopping container "+c.Name, log); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -54,6 +56,21 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	if len(sidecars) > 0 { // only where p is known
+		for i := len(p.Spec.InitContainers) - 1; i >= 0; i-- {
+			c := sidecars[p.Spec.InitContainers[i].Name]
+			if c == nil {
+				continue
+			}
+			left := grace - int64(r.cfg.Clock.Since(start)/time.Second)
+			if grace > 0 {
+				left = max(left, minGracePeriod)
+			}
+			if err := r.killContainer(ctx, p, c, max(left, 0), podIP, "Stopping container "+c.Name, log); err != nil {
+				return err
+			}
+		}
+	}
 	// Every sandbox, ready or not, as the kubelet: stopping releases its
 	// network (IP, ports) and is idempotent.
 	for _, sb := range st.Sandboxes {
@@ -62,6 +79,19 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		}
 	}
 	return nil
+}
+
+// killContainer stops one container with a Killing event carrying
+// message, running its preStop hook first within the grace period (not
+// for a forced stop, grace 0, as the kubelet).
+func (r *Runtime) killContainer(ctx context.Context, p *v1.Pod, c *pod.Container, grace int64, podIP, message string, log *zap.Logger) error {
+	log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace), zap.String("why", message))
+	r.event(p, v1.EventTypeNormal, "Killing", "%s", message)
+	left := grace
+	if spec := containerSpec(p, c.Name, c.Init); grace > 0 && c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
+		left = r.preStop(ctx, p, spec, c.ID, podIP, grace, log)
+	}
+	return r.stopContainer(ctx, c.ID, left)
 }
 
 // preStop runs a container's preStop hook within its grace period and

@@ -87,6 +87,7 @@ func (r *Runtime) InspectPod(ctx context.Context, listed, prev *pod.RuntimeStatu
 		switch {
 		case err == nil && resp.Status != nil:
 			mergeContainerStatus(&pc, resp.Status)
+			r.addTerminationMessage(listed, &pc, resp.Status)
 		case errors.Is(translate(err), ErrNotFound):
 			continue // removed between list and inspect
 		case err != nil:

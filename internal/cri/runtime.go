@@ -16,6 +16,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/backoff"
+	"github.com/nodeagent/nodeagent/internal/images"
+	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
@@ -46,9 +48,24 @@ type Config struct {
 	// Recorder, if set, receives the kubelet's pod events (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed, …).
 	Recorder Recorder
+	// Probes, if set, gives the verdicts of the containers' startup and
+	// liveness probes: a failed one has its container restarted.
+	Probes pod.ProbeResults
 	// Objects, set in API mode, reads ConfigMaps, Secrets, service
 	// account tokens and service env vars; nil in standalone mode.
 	Objects Objects
+	// PullSecretsDir, in standalone mode, holds the imagePullSecrets:
+	// <dir>/<namespace>/<name>, each a .dockerconfigjson file.
+	PullSecretsDir string
+	// DockerConfigPaths are the node-wide docker config files; the first
+	// readable one serves every pull after the pod's pull secrets
+	// (DefaultDockerConfigPaths).
+	DockerConfigPaths []string
+	// Images pulls images (limit, shared pulls, size); when nil, a
+	// serializing one over Client.
+	Images *images.Puller
+	// Security profiles, /etc/hosts: see security.go and hosts.go.
+	SpecConfig
 }
 
 // Recorder receives events about pods. Called from pod workers
@@ -86,6 +103,18 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.ImagePull == nil {
 		cfg.ImagePull = backoff.New(cfg.Clock, 10*time.Second, 300*time.Second, 0)
 	}
+	if cfg.Images == nil {
+		clk, ok := cfg.Clock.(clock.WithTicker)
+		if !ok {
+			return nil, errors.New("cri runtime: give Images, or a Clock with tickers")
+		}
+		p, err := images.NewPuller(images.PullerConfig{Client: cfg.Client, Clock: clk, Logger: cfg.Logger, Serialize: true, StatusTimeout: cfg.CallTimeout})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Images = p
+	}
+	cfg.SpecConfig = cfg.SpecConfig.withDefaults(cfg.RootDir)
 	return &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri")}, nil
 }
 

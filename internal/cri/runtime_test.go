@@ -177,7 +177,7 @@ func TestSyncPodNewPod(t *testing.T) {
 	if diff := cmp.Diff(pod.SyncResult{}, res); diff != "" {
 		t.Fatalf("SyncPod() result (-want +got):\n%s", diff)
 	}
-	wantMethods := []string{"RunPodSandbox", "PodSandboxStatus", "PullImage", "CreateContainer", "StartContainer"}
+	wantMethods := []string{"RunPodSandbox", "PodSandboxStatus", "PullImage", "ImageStatus", "CreateContainer", "StartContainer"}
 	if diff := cmp.Diff(wantMethods, h.fake.Methods()); diff != "" {
 		t.Fatalf("CRI calls (-want +got):\n%s", diff)
 	}
@@ -311,11 +311,11 @@ func TestSyncPodPullPolicies(t *testing.T) {
 		},
 		{
 			name: "IfNotPresent, image missing: pull", policy: v1.PullIfNotPresent,
-			wantMethods: []string{"ImageStatus", "PullImage", "CreateContainer", "StartContainer"},
+			wantMethods: []string{"ImageStatus", "PullImage", "ImageStatus", "CreateContainer", "StartContainer"},
 		},
 		{
 			name: "Always, image present: pull anyway", policy: v1.PullAlways, present: true,
-			wantMethods: []string{"PullImage", "CreateContainer", "StartContainer"},
+			wantMethods: []string{"PullImage", "ImageStatus", "CreateContainer", "StartContainer"},
 		},
 		{
 			name: "Never, image present", policy: v1.PullNever, present: true,
@@ -546,7 +546,7 @@ func TestSyncPodSandboxReplacedOnSpecChange(t *testing.T) {
 	if res.Err != nil {
 		t.Fatalf("SyncPod() = %+v", res)
 	}
-	wantMethods := []string{"StopContainer", "StopPodSandbox", "RunPodSandbox", "PodSandboxStatus", "PullImage", "CreateContainer", "StartContainer"}
+	wantMethods := []string{"StopContainer", "StopPodSandbox", "RunPodSandbox", "PodSandboxStatus", "PullImage", "ImageStatus", "CreateContainer", "StartContainer"}
 	if diff := cmp.Diff(wantMethods, h.fake.Methods()); diff != "" {
 		t.Errorf("CRI calls (-want +got):\n%s", diff)
 	}

@@ -43,6 +43,9 @@ func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *run
 	sc := &runtimeapi.LinuxSandboxSecurityContext{
 		NamespaceOptions: namespaceOptions(p),
 		Privileged:       anyPrivileged(p),
+		// As the kubelet: the pause container runs RuntimeDefault, so a
+		// pod-level profile may be stricter than unconfined.
+		Seccomp: &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
 	}
 	if psc := p.Spec.SecurityContext; psc != nil {
 		sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(psc)

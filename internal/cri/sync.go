@@ -26,7 +26,7 @@ const retryAfterError = 10 * time.Second
 // reports it in the result's Waiting and RetryAfter instead.
 func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) (res pod.SyncResult) {
 	specHash := p.Annotations[configHashAnnotation]
-	a := computeActions(p, specHash, st)
+	a := computeActions(p, specHash, st, r.cfg.Probes)
 	log := r.log.With(zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
 	defer r.collectGarbage(ctx, st, log)
 	if a.killPod {
@@ -76,18 +76,15 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	// Running containers see ConfigMap, Secret, label and token updates:
 	// their rendered volumes are written again (a no-op when unchanged).
 	r.refreshVolumes(ctx, p, st, sandboxID, podIP, log)
-	if a.nextInit >= 0 {
-		r.startOne(ctx, p, &p.Spec.InitContainers[a.nextInit], true, sandboxID, sbCfg, st, podIP, log, &res)
-		return res
-	}
-	for _, c := range a.kill {
-		log.Info("stopping container whose spec changed", zap.String("container", c.Name), zap.String("containerID", c.ID))
-		r.event(p, v1.EventTypeNormal, "Killing", "Container %s definition changed, will be restarted", c.Name)
-		if err := r.stopContainer(ctx, c.ID, gracePeriod(p, c)); err != nil {
+	for _, k := range a.kill {
+		if err := r.killContainer(ctx, p, k.c, k.grace, podIP, k.message, log); err != nil {
 			res.Err = err
 			res.Retry(retryAfterError)
 			return res
 		}
+	}
+	for _, i := range a.startInit {
+		r.startOne(ctx, p, &p.Spec.InitContainers[i], true, sandboxID, sbCfg, st, podIP, log, &res)
 	}
 	for _, i := range a.start {
 		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIP, log, &res)

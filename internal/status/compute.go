@@ -12,8 +12,10 @@ import (
 
 // Compute builds the pod's status as the kubelet would report it
 // (kubelet_pods.go generateAPIPodStatus and getPhase). runtimeName
-// prefixes container IDs ("containerd://…").
-func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string) v1.PodStatus {
+// prefixes container IDs ("containerd://…"); probes, when set, gives the
+// startup and readiness verdicts (without, a running container is started
+// and ready unless it has such a probe).
+func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults) v1.PodStatus {
 	out := v1.PodStatus{QOSClass: qosClass(p)}
 	sb := st.LatestSandbox()
 	sandboxReady := sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
@@ -36,26 +38,38 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 
 	initsDone := true
 	initFailed := false
+	sidecarsReady := true
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		cs := containerStatus(c, st, true, res, runtimeName, sb)
+		cs := containerStatus(p, c, st, true, res, runtimeName, sb, probes)
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "" {
 			cs.State.Waiting.Reason = "PodInitializing"
 		}
-		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
-			initsDone = false
-		}
-		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && p.Spec.RestartPolicy == v1.RestartPolicyNever {
-			initFailed = true
+		if isSidecar(c) {
+			// A sidecar initialises the pod once started; it then counts
+			// as a container of the pod for readiness.
+			if cs.Started == nil || !*cs.Started {
+				if !appStarted(p, st) {
+					initsDone = false
+				}
+			}
+			sidecarsReady = sidecarsReady && cs.Ready
+		} else {
+			if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+				initsDone = initsDone && appStarted(p, st)
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && p.Spec.RestartPolicy == v1.RestartPolicyNever {
+				initFailed = true
+			}
 		}
 		out.InitContainerStatuses = append(out.InitContainerStatuses, cs)
 	}
 
 	var running, waiting, stopped, succeeded int
-	allReady := true
+	allReady := sidecarsReady
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
-		cs := containerStatus(c, st, false, res, runtimeName, sb)
+		cs := containerStatus(p, c, st, false, res, runtimeName, sb, probes)
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "" {
 			cs.State.Waiting.Reason = "ContainerCreating"
 			if !initsDone {
@@ -133,7 +147,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 // containerStatus reports the newest instance of one container; when it
 // has exited and will be restarted, the instance shows as Waiting with the
 // exit as its last termination state.
-func containerStatus(c *v1.Container, st *pod.RuntimeStatus, init bool, res pod.SyncResult, runtimeName string, sb *pod.Sandbox) v1.ContainerStatus {
+func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init bool, res pod.SyncResult, runtimeName string, sb *pod.Sandbox, probes pod.ProbeResults) v1.ContainerStatus {
 	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	var latest, previous *pod.Container
 	if st != nil {
@@ -163,9 +177,12 @@ func containerStatus(c *v1.Container, st *pod.RuntimeStatus, init bool, res pod.
 	switch latest.State {
 	case pod.ContainerRunning:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(latest.StartedAt)}
-		cs.Ready = !init && sb != nil && sb.ID == latest.SandboxID
-		t := true
-		cs.Started = &t
+		started := passed(probes, p, latest, c.StartupProbe, pod.Startup)
+		cs.Started = &started
+		// Plain init containers are never ready; sidecars and app
+		// containers once started and their readiness probe passes.
+		cs.Ready = (!init || isSidecar(c)) && started && sb != nil && sb.ID == latest.SandboxID &&
+			passed(probes, p, latest, c.ReadinessProbe, pod.Readiness)
 	case pod.ContainerExited:
 		term := terminated(latest, runtimeName)
 		if hasWaiting {
@@ -234,4 +251,34 @@ func qosClass(p *v1.Pod) v1.PodQOSClass {
 		return v1.PodQOSGuaranteed
 	}
 	return v1.PodQOSBurstable
+}
+
+// passed reports whether a running instance passed a probe: true without
+// one, else its verdict is success.
+func passed(probes pod.ProbeResults, p *v1.Pod, c *pod.Container, spec *v1.Probe, kind pod.ProbeKind) bool {
+	if spec == nil {
+		return true
+	}
+	return probes != nil && probes.ProbeResult(p.UID, c.ID, kind) == pod.ProbeSuccess
+}
+
+// isSidecar reports an init container with restartPolicy Always.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// appStarted reports whether an app container has an instance in the
+// newest sandbox: the pod was initialised there, whatever became of its
+// init containers' instances since.
+func appStarted(p *v1.Pod, st *pod.RuntimeStatus) bool {
+	sb := st.LatestSandbox()
+	if sb == nil {
+		return false
+	}
+	for _, c := range st.Containers {
+		if !c.Init && c.SandboxID == sb.ID {
+			return true
+		}
+	}
+	return false
 }

@@ -369,7 +369,7 @@ func TestCompute(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Compute(tt.pod, tt.st, tt.res, "containerd")
+			got := Compute(tt.pod, tt.st, tt.res, "containerd", nil)
 			if diff := cmp.Diff(tt.want, view(got)); diff != "" {
 				t.Errorf("Compute() (-want +got):\n%s", diff)
 			}
@@ -383,7 +383,7 @@ func TestComputeDetails(t *testing.T) {
 	st := runtimeStatus(sbReady, c)
 	res := waitingFor("app", "CrashLoopBackOff")
 	res.SandboxError = ""
-	got := Compute(podAlways, st, res, "containerd")
+	got := Compute(podAlways, st, res, "containerd", nil)
 
 	if got.PodIP != "10.88.0.5" {
 		t.Errorf("PodIP = %q, want the sandbox IP", got.PodIP)
@@ -423,7 +423,7 @@ func TestComputePodIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Compute(tt.pod, runtimeStatus(tt.sb), pod.SyncResult{}, "containerd")
+			got := Compute(tt.pod, runtimeStatus(tt.sb), pod.SyncResult{}, "containerd", nil)
 			if got.PodIP != tt.wantIP {
 				t.Errorf("PodIP = %q, want %q", got.PodIP, tt.wantIP)
 			}
@@ -436,7 +436,7 @@ func TestComputePodIP(t *testing.T) {
 
 func TestComputeSandboxError(t *testing.T) {
 	res := pod.SyncResult{SandboxError: "cni plugin not initialized"}
-	got := Compute(podAlways, runtimeStatus(nil), res, "containerd")
+	got := Compute(podAlways, runtimeStatus(nil), res, "containerd", nil)
 	if want := "FailedCreatePodSandBox: cni plugin not initialized"; got.Message != want {
 		t.Errorf("Message = %q, want %q", got.Message, want)
 	}
@@ -492,7 +492,7 @@ func TestQOSClass(t *testing.T) {
 			if got := qosClass(p); got != tt.want {
 				t.Errorf("qosClass() = %q, want %q", got, tt.want)
 			}
-			if got := Compute(p, nil, pod.SyncResult{}, "containerd").QOSClass; got != tt.want {
+			if got := Compute(p, nil, pod.SyncResult{}, "containerd", nil).QOSClass; got != tt.want {
 				t.Errorf("Compute().QOSClass = %q, want %q", got, tt.want)
 			}
 		})
@@ -526,7 +526,7 @@ func TestTerminalStatusOfADeletedPod(t *testing.T) {
 			v1.PodFailed, []int32{0, 137}, []string{"Completed", "ContainerStatusUnknown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := terminal(Compute(tc.p, tc.st, pod.SyncResult{}, "containerd"))
+			s := terminal(Compute(tc.p, tc.st, pod.SyncResult{}, "containerd", nil))
 			if s.Phase != tc.phase {
 				t.Fatalf("phase %s, want %s", s.Phase, tc.phase)
 			}
@@ -538,6 +538,114 @@ func TestTerminalStatusOfADeletedPod(t *testing.T) {
 			for _, c := range s.Conditions {
 				if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && (c.Status != v1.ConditionFalse || c.Reason != "PodCompleted") {
 					t.Fatalf("condition %+v", c)
+				}
+			}
+		})
+	}
+}
+
+type verdicts map[string]pod.ProbeResult
+
+func (v verdicts) ProbeResult(_ pod.UID, id string, kind pod.ProbeKind) pod.ProbeResult {
+	return v[id+"/"+kind.String()]
+}
+
+func condition(s v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// Readiness and startup verdicts drive started, ready, ContainersReady
+// and Ready; a sidecar initialises the pod once started and counts for
+// readiness; its exit does not end a Never pod.
+func TestComputeProbesAndSidecars(t *testing.T) {
+	probed := podTwo.DeepCopy()
+	probed.Spec.Containers[0].ReadinessProbe = &v1.Probe{}
+	probed.Spec.Containers[1].StartupProbe = &v1.Probe{}
+	always := v1.ContainerRestartPolicyAlways
+	side := podInitNever.DeepCopy()
+	side.Spec.InitContainers[0].RestartPolicy = &always
+	side.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{}
+
+	tests := []struct {
+		name                 string
+		pod                  *v1.Pod
+		st                   *pod.RuntimeStatus
+		verdicts             verdicts
+		phase                v1.PodPhase
+		initialized, ready   v1.ConditionStatus
+		started, readyByName map[string]bool
+	}{
+		{
+			name: "no verdicts: not started, not ready", pod: probed,
+			st:    runtimeStatus(sbReady, running("app", false), running("side", false)),
+			phase: v1.PodRunning, initialized: v1.ConditionTrue, ready: v1.ConditionFalse,
+			started: map[string]bool{"app": true, "side": false}, readyByName: map[string]bool{"app": false, "side": false},
+		},
+		{
+			name: "ready and started", pod: probed,
+			st:       runtimeStatus(sbReady, running("app", false), running("side", false)),
+			verdicts: verdicts{"c-app/Readiness": pod.ProbeSuccess, "c-side/Startup": pod.ProbeSuccess},
+			phase:    v1.PodRunning, initialized: v1.ConditionTrue, ready: v1.ConditionTrue,
+			started: map[string]bool{"app": true, "side": true}, readyByName: map[string]bool{"app": true, "side": true},
+		},
+		{
+			name: "readiness failed", pod: probed,
+			st:       runtimeStatus(sbReady, running("app", false), running("side", false)),
+			verdicts: verdicts{"c-app/Readiness": pod.ProbeFailure, "c-side/Startup": pod.ProbeSuccess},
+			phase:    v1.PodRunning, initialized: v1.ConditionTrue, ready: v1.ConditionFalse,
+			started: map[string]bool{"app": true, "side": true}, readyByName: map[string]bool{"app": false, "side": true},
+		},
+		{
+			name: "sidecar started, plain init running: initialising", pod: side,
+			st:    runtimeStatus(sbReady, running("init-1", true), running("init-0", true)),
+			phase: v1.PodPending, initialized: v1.ConditionFalse, ready: v1.ConditionFalse,
+			started: map[string]bool{"init-0": true}, readyByName: map[string]bool{"init-0": false},
+		},
+		{
+			name: "sidecar ready beside the app", pod: side,
+			st:       runtimeStatus(sbReady, running("app", false), exited("init-1", true, 0, ""), running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Readiness": pod.ProbeSuccess},
+			phase:    v1.PodRunning, initialized: v1.ConditionTrue, ready: v1.ConditionTrue,
+			readyByName: map[string]bool{"init-0": true, "app": true},
+		},
+		{
+			name: "sidecar not ready: the pod is not", pod: side,
+			st:    runtimeStatus(sbReady, running("app", false), exited("init-1", true, 0, ""), running("init-0", true)),
+			phase: v1.PodRunning, initialized: v1.ConditionTrue, ready: v1.ConditionFalse,
+			readyByName: map[string]bool{"init-0": false, "app": true},
+		},
+		{
+			name: "Never pod: app succeeded, sidecar stopped (137): Succeeded", pod: side,
+			st:    runtimeStatus(sbReady, exited("app", false, 0, ""), exited("init-1", true, 0, ""), exited("init-0", true, 137, "")),
+			phase: v1.PodSucceeded, initialized: v1.ConditionTrue, ready: v1.ConditionFalse,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Compute(tt.pod, tt.st, pod.SyncResult{}, "containerd", tt.verdicts)
+			if got.Phase != tt.phase {
+				t.Errorf("phase %s, want %s", got.Phase, tt.phase)
+			}
+			if c := condition(got, v1.PodInitialized); c != tt.initialized {
+				t.Errorf("Initialized %s, want %s", c, tt.initialized)
+			}
+			if c := condition(got, v1.PodReady); c != tt.ready {
+				t.Errorf("Ready %s, want %s", c, tt.ready)
+			}
+			if c := condition(got, v1.ContainersReady); c != tt.ready {
+				t.Errorf("ContainersReady %s, want %s", c, tt.ready)
+			}
+			for _, cs := range append(got.InitContainerStatuses, got.ContainerStatuses...) {
+				if want, ok := tt.started[cs.Name]; ok && (cs.Started == nil || *cs.Started != want) {
+					t.Errorf("%s started %v, want %v", cs.Name, cs.Started, want)
+				}
+				if want, ok := tt.readyByName[cs.Name]; ok && cs.Ready != want {
+					t.Errorf("%s ready %v, want %v", cs.Name, cs.Ready, want)
 				}
 			}
 		})

@@ -59,6 +59,9 @@ type Manager struct {
 	// refused holds the pods the admit chain turned down: they never
 	// reach the runtime, so its outages do not make them Unknown.
 	refused map[pod.UID]bool
+	// probes, if set, gives the containers' startup and readiness
+	// verdicts. Set before the loop runs.
+	probes pod.ProbeResults
 	// pub, if set, receives every published status, removal and event
 	// (API mode: the API server's writer).
 	pub Publisher
@@ -85,6 +88,14 @@ type Publisher interface {
 func (m *Manager) SetPublisher(pub Publisher) {
 	m.mu.Lock()
 	m.pub = pub
+	m.mu.Unlock()
+}
+
+// SetProbes makes statuses show the probes' verdicts; call it before the
+// sync loop runs.
+func (m *Manager) SetProbes(r pod.ProbeResults) {
+	m.mu.Lock()
+	m.probes = r
 	m.mu.Unlock()
 }
 
@@ -124,7 +135,7 @@ func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	delete(m.terminating, p.UID)
 	delete(m.refused, p.UID)
 	m.mu.Unlock()
-	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName))
+	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes))
 	if readded {
 		m.write(p) // the same status, without the deletion mark
 	}
@@ -248,7 +259,7 @@ func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
 
 // Synced computes and publishes the status after a sync.
 func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
-	m.publish(p, Compute(p, st, res, m.runtimeName))
+	m.publish(p, Compute(p, st, res, m.runtimeName, m.probes))
 }
 
 // Terminated publishes the final status of a deleted pod whose
@@ -257,7 +268,7 @@ func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
 // ContainerStatusUnknown, exit code 137), phase Succeeded when every
 // container exited 0, else Failed.
 func (m *Manager) Terminated(p *v1.Pod, st *pod.RuntimeStatus) {
-	s := Compute(p, st, pod.SyncResult{}, m.runtimeName)
+	s := Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes)
 	m.publish(p, terminal(s))
 }
 

@@ -57,3 +57,13 @@ type StatusSink interface {
 	// Removed forgets a pod.
 	Removed(p *v1.Pod)
 }
+
+// Prober runs the containers' probes; its changed verdicts are one more
+// input of the loop.
+type Prober interface {
+	Updates() <-chan pod.ProbeUpdate
+	// Sync points p's probes at the containers' current instances in st.
+	Sync(p *v1.Pod, st *pod.RuntimeStatus)
+	// RemovePod stops the pod's probes (it is being killed).
+	RemovePod(uid pod.UID)
+}

@@ -26,6 +26,10 @@ type Config struct {
 	PLEG         PLEG
 	Admit        admit.Chain
 	Status       StatusSink
+	// Prober, if set, probes containers; a changed verdict syncs the pod
+	// at once (a failed liveness probe restarts the container, readiness
+	// reaches the status).
+	Prober Prober
 	// RuntimeHealth returns the runtime's last health error (nil: ready).
 	RuntimeHealth func() error
 	Clock         clock.WithTicker
@@ -225,6 +229,9 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 		case pod.OpRemove:
 			l.HandlePodRemoves(u.Pods)
 		}
+	case u := <-l.probeUpdates():
+		start, kind = l.clock.Now(), "probe"
+		l.handleProbe(u)
 	case ev := <-l.cfg.PLEG.Watch():
 		start, kind = l.clock.Now(), "pleg"
 		l.handlePLEG(ev)
@@ -429,6 +436,25 @@ func (l *Loop) handlePLEG(ev pleg.Event) {
 	}
 	l.mu.Lock()
 	w, ok := l.workers[ev.UID]
+	l.mu.Unlock()
+	if ok {
+		w.poke()
+	}
+}
+
+// probeUpdates is the prober's channel; nil (never ready) without one.
+func (l *Loop) probeUpdates() <-chan pod.ProbeUpdate {
+	if l.cfg.Prober == nil {
+		return nil
+	}
+	return l.cfg.Prober.Updates()
+}
+
+func (l *Loop) handleProbe(u pod.ProbeUpdate) {
+	l.log.Debug("probe result", zap.String("uid", string(u.UID)), zap.String("container", u.Container),
+		zap.String("probe", u.Kind.String()), zap.String("result", u.Result.String()))
+	l.mu.Lock()
+	w, ok := l.workers[u.UID]
 	l.mu.Unlock()
 	if ok {
 		w.poke()

@@ -744,3 +744,42 @@ func TestWorkerNeverActsOnAStaleView(t *testing.T) {
 		})
 	}
 }
+
+type fakeProber struct {
+	updates chan pod.ProbeUpdate
+	synced  chan pod.UID
+	removed chan pod.UID
+}
+
+func (f *fakeProber) Updates() <-chan pod.ProbeUpdate      { return f.updates }
+func (f *fakeProber) Sync(p *v1.Pod, _ *pod.RuntimeStatus) { f.synced <- p.UID }
+func (f *fakeProber) RemovePod(uid pod.UID)                { f.removed <- uid }
+
+// A probe verdict is an input of the loop: it syncs its pod at once (no
+// wait for the sync tick); every sync points the prober at the pod's
+// containers, a kill stops its probes.
+func TestProbeVerdictSyncsThePod(t *testing.T) {
+	r := newRig(t, nil)
+	fp := &fakeProber{updates: make(chan pod.ProbeUpdate, 1), synced: make(chan pod.UID, 10), removed: make(chan pod.UID, 10)}
+	r.loop.cfg.Prober = fp
+	p := testPod("u1", "a")
+	r.step(t, add(r, p))
+	r.next(t)
+	if uid := recv(t, fp.synced, "prober sync"); uid != "u1" {
+		t.Fatalf("prober synced %s", uid)
+	}
+	r.step(t, func() {
+		fp.updates <- pod.ProbeUpdate{UID: "u1", Container: "c", ContainerID: "c1", Kind: pod.Liveness, Result: pod.ProbeFailure}
+	})
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want sync u1", c)
+	}
+	recv(t, fp.synced, "prober sync after the verdict")
+	r.step(t, remove(r, p))
+	if c := r.next(t); c.op != "kill" {
+		t.Fatalf("got %+v, want kill", c)
+	}
+	if uid := recv(t, fp.removed, "prober stopped for the killed pod"); uid != "u1" {
+		t.Fatalf("removed %s", uid)
+	}
+}

@@ -138,6 +138,9 @@ func (w *worker) step(ctx context.Context) bool {
 		w.lastSync = l.clock.Now()
 	}()
 	if terminate || p == nil {
+		if l.cfg.Prober != nil {
+			l.cfg.Prober.RemovePod(w.uid)
+		}
 		failed := func(what string, err error) {
 			switch {
 			case syncCtx.Err() != nil && ctx.Err() == nil:
@@ -176,6 +179,9 @@ func (w *worker) step(ctx context.Context) bool {
 	res := l.rt.SyncPod(syncCtx, p, st)
 	if syncCtx.Err() != nil && ctx.Err() == nil {
 		return false // cancelled by a removal: the next step kills
+	}
+	if l.cfg.Prober != nil {
+		l.cfg.Prober.Sync(p, st)
 	}
 	if l.status != nil {
 		l.status.Synced(p, st, res)

@@ -29,7 +29,7 @@ var (
 	runs     = flag.Int("runs", 7, "repetitions of the one-pod measurement")
 	bulkRuns = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
 	idle     = flag.Duration("idle", 60*time.Second, "steady-state window")
-	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api")
+	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api,probes")
 
 	conn     *cri.Conn
 	endpoint string
@@ -78,6 +78,9 @@ func main() {
 	}
 	if want("api") {
 		apiPath(ctx)
+	}
+	if want("probes") {
+		probeCost(ctx)
 	}
 }
 

@@ -60,7 +60,9 @@ type Fake struct {
 	errs       map[string]error
 	sandboxes  map[string]*Sandbox
 	containers map[string]*Container
-	images     map[string]string // image name → image ref
+	images     map[string]string    // image name → image ref
+	imageMeta  map[string]imageMeta // image ref → size, pinned (images.go)
+	imageFs    string               // ImageFsInfo's mount point (images.go)
 	// startExit, when set, makes StartContainer fail the way containerd
 	// does when the process cannot be started: the container is recorded
 	// as exited with this code (reason StartError) and an error returned.
@@ -554,10 +556,13 @@ func (f *Fake) ImageStatus(_ context.Context, in *runtimeapi.ImageStatusRequest,
 	}
 	name := in.GetImage().GetImage()
 	ref, ok := f.images[name]
+	if !ok && f.hasRef(name) {
+		ref, ok = name, true // asked by ID, as the runtime allows
+	}
 	if !ok {
 		return &runtimeapi.ImageStatusResponse{}, nil
 	}
-	return &runtimeapi.ImageStatusResponse{Image: &runtimeapi.Image{Id: ref, RepoTags: []string{name}}}, nil
+	return &runtimeapi.ImageStatusResponse{Image: f.image(ref)}, nil
 }
 
 // PullImage makes the image present and returns its reference.
