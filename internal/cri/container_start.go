@@ -231,9 +231,13 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 			}
 			log.Warn("postStart hook failed; killing the container", zap.Error(err))
 			r.event(p, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed: %s", msg)
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(minGracePeriod)*time.Second+r.cfg.CallTimeout)
+			// As the kubelet: killed with the pod's grace period, its
+			// preStop first.
+			grace := gracePeriod(p, nil)
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Duration(max(grace, minGracePeriod))*time.Second+r.cfg.CallTimeout)
 			defer cancel()
-			if err := r.stopContainer(kctx, created.ContainerId, minGracePeriod); err != nil {
+			started := &pod.Container{ID: created.ContainerId, Name: c.Name, Init: init, State: pod.ContainerRunning}
+			if err := r.killContainer(kctx, p, started, grace, podIP, EventFailedPostStartHook, log); err != nil {
 				log.Warn("kill container after its failed postStart hook", zap.Error(err))
 			}
 			return &startError{ReasonPostStartHookError, fmt.Errorf("PostStartHook failed: %s", msg)}
