@@ -123,7 +123,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 	for i := range inits {
 		spec := &inits[i]
 		c := inSandbox(spec.Name, true)
-		if isSidecar(spec) {
+		if pod.IsSidecar(spec) {
 			if done {
 				continue // stopped below, not restarted
 			}
@@ -223,7 +223,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 		// The app containers are over for good: the sidecars go too, in
 		// reverse order (the kubelet's termination order).
 		for i := len(inits) - 1; i >= 0; i-- {
-			if c := inSandbox(inits[i].Name, true); c != nil && isSidecar(&inits[i]) && c.State == pod.ContainerRunning {
+			if c := inSandbox(inits[i].Name, true); c != nil && pod.IsSidecar(&inits[i]) && c.State == pod.ContainerRunning {
 				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Stopping container %s", c.Name), gracePeriod(p, c)})
 			}
 		}
@@ -252,11 +252,6 @@ func appContainersDone(p *v1.Pod, st *pod.RuntimeStatus, inSandbox func(string, 
 	return true
 }
 
-// isSidecar reports an init container with restartPolicy Always.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // started reports whether a running instance counts as started: it has
 // no startup probe, or the probe passed.
 func started(p *v1.Pod, spec *v1.Container, c *pod.Container, probes pod.ProbeResults) bool {
@@ -282,7 +277,7 @@ func unhealthy(p *v1.Pod, spec *v1.Container, c *pod.Container, probes pod.Probe
 			grace = *g
 		}
 		msg := fmt.Sprintf("Container %s failed %s probe", spec.Name, pr.what)
-		if isSidecar(spec) || p.Spec.RestartPolicy != v1.RestartPolicyNever {
+		if pod.IsSidecar(spec) || p.Spec.RestartPolicy != v1.RestartPolicyNever {
 			msg += ", will be restarted"
 		}
 		return killInfo{c, msg, grace}, true
@@ -294,7 +289,7 @@ func unhealthy(p *v1.Pod, spec *v1.Container, c *pod.Container, probes pod.Probe
 // exited 0 (sidecars aside).
 func initsSucceeded(p *v1.Pod, st *pod.RuntimeStatus) bool {
 	for i := range p.Spec.InitContainers {
-		if isSidecar(&p.Spec.InitContainers[i]) {
+		if pod.IsSidecar(&p.Spec.InitContainers[i]) {
 			continue
 		}
 		if !succeeded(st.Latest(p.Spec.InitContainers[i].Name, true)) {

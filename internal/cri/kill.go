@@ -38,7 +38,7 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		if c.State != pod.ContainerRunning && c.State != pod.ContainerCreated {
 			continue
 		}
-		if spec := containerSpec(p, c.Name, c.Init); c.Init && spec != nil && isSidecar(spec) && sidecars[c.Name] == nil {
+		if spec := containerSpec(p, c.Name, c.Init); c.Init && spec != nil && pod.IsSidecar(spec) && sidecars[c.Name] == nil {
 			sidecars[c.Name] = c
 			continue
 		}

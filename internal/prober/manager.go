@@ -115,7 +115,7 @@ func probedContainers(p *v1.Pod) []probed {
 	var out []probed
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if pod.IsSidecar(c) {
 			out = append(out, probed{c, true})
 		}
 	}

@@ -45,7 +45,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "" {
 			cs.State.Waiting.Reason = "PodInitializing"
 		}
-		if isSidecar(c) {
+		if pod.IsSidecar(c) {
 			// A sidecar initialises the pod once started; it then counts
 			// as a container of the pod for readiness.
 			if cs.Started == nil || !*cs.Started {
@@ -181,7 +181,7 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 		cs.Started = &started
 		// Plain init containers are never ready; sidecars and app
 		// containers once started and their readiness probe passes.
-		cs.Ready = (!init || isSidecar(c)) && started && sb != nil && sb.ID == latest.SandboxID &&
+		cs.Ready = (!init || pod.IsSidecar(c)) && started && sb != nil && sb.ID == latest.SandboxID &&
 			passed(probes, p, latest, c.ReadinessProbe, pod.Readiness)
 	case pod.ContainerExited:
 		term := terminated(latest, runtimeName)
@@ -260,11 +260,6 @@ func passed(probes pod.ProbeResults, p *v1.Pod, c *pod.Container, spec *v1.Probe
 		return true
 	}
 	return probes != nil && probes.ProbeResult(p.UID, c.ID, kind) == pod.ProbeSuccess
-}
-
-// isSidecar reports an init container with restartPolicy Always.
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // appStarted reports whether an app container has an instance in the
