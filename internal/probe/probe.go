@@ -21,6 +21,15 @@ import (
 // maxBody is how much of a response body is read (and kept as output).
 const maxBody = 10 << 10
 
+// httpClient is shared by every check (a transport per check would cost
+// its setup each time); no keep-alives, as the kubelet's prober: each
+// check is a fresh connection to the container.
+var httpClient = &http.Client{Transport: &http.Transport{
+	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks and probes
+	DisableKeepAlives: true,
+	Proxy:             nil,
+}}
+
 // HTTPGet performs the GET of g against host (the handler's own host
 // when it names one) and returns the start of the body. ua is the
 // User-Agent (kube-probe/…, kube-lifecycle/…), unless a header sets one.
@@ -53,12 +62,7 @@ func HTTPGet(ctx context.Context, g *v1.HTTPGetAction, host string, port int, ua
 		}
 		req.Header.Set(h.Name, h.Value)
 	}
-	client := &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks and probes
-		DisableKeepAlives: true,
-		Proxy:             nil,
-	}}
-	resp, err := client.Do(req)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("Get %q: %w", full, unwrapURL(err))
 	}
