@@ -179,6 +179,9 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		restartCount = prev.RestartCount + 1
 	}
 	cfg, err := r.containerConfig(ctx, p, c, restartCount, init, imageRef, podIP)
+	if err == nil {
+		err = r.mutateConfig(ctx, Target{Pod: p, Container: c, PodIP: podIP}, cfg)
+	}
 	if err != nil {
 		return &startError{ReasonCreateContainerConfigError, err}
 	}
@@ -214,34 +217,32 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 	}
 	log.Info("container started", zap.Int("restartCount", restartCount))
 	r.event(p, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
-	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
-		// As the kubelet: the next container (and, for an init
-		// container, the pod) waits for the hook; a failed hook kills the
-		// container, whose restart policy then applies.
-		if msg, err := r.runHook(ctx, p, c, created.ContainerId, c.Lifecycle.PostStart, podIP, hookTimeout(p)); err != nil {
-			if ctx.Err() != nil {
-				// The pod is being removed: not the hook's failure, and the
-				// container stays for the kill that follows (with the pod's
-				// grace period and its preStop).
-				log.Info("postStart hook interrupted by the pod's removal")
-				return nil
-			}
-			if msg == "" {
-				msg = err.Error()
-			}
-			log.Warn("postStart hook failed; killing the container", zap.Error(err))
-			r.event(p, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed: %s", msg)
-			// As the kubelet: killed with the pod's grace period, its
-			// preStop first.
-			grace := gracePeriod(p, nil)
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Duration(max(grace, minGracePeriod))*time.Second+r.cfg.CallTimeout)
-			defer cancel()
-			started := &pod.Container{ID: created.ContainerId, Name: c.Name, Init: init, State: pod.ContainerRunning}
-			if err := r.killContainer(kctx, p, started, grace, podIP, EventFailedPostStartHook, log); err != nil {
-				log.Warn("kill container after its failed postStart hook", zap.Error(err))
-			}
-			return &startError{ReasonPostStartHookError, fmt.Errorf("PostStartHook failed: %s", msg)}
+	// As the kubelet: the next container (and, for an init container,
+	// the pod) waits for the post-start phases (the postStart hook); a
+	// failure kills the container, whose restart policy then applies.
+	if phase, msg, err := r.postStart(ctx, Target{Pod: p, Container: c, ID: created.ContainerId, PodIP: podIP}); err != nil {
+		if ctx.Err() != nil {
+			// The pod is being removed: not the phase's failure, and the
+			// container stays for the kill that follows (with the pod's
+			// grace period and its preStop).
+			log.Info("post-start phase interrupted by the pod's removal", zap.String("phase", phase))
+			return nil
 		}
+		if msg == "" {
+			msg = err.Error()
+		}
+		log.Warn("post-start phase failed; killing the container", zap.String("phase", phase), zap.Error(err))
+		r.event(p, v1.EventTypeWarning, EventFailedPostStartHook, "PostStartHook failed: %s", msg)
+		// As the kubelet: killed with the pod's grace period, its
+		// preStop first.
+		grace := gracePeriod(p, nil)
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Duration(max(grace, minGracePeriod))*time.Second+r.cfg.CallTimeout)
+		defer cancel()
+		started := &pod.Container{ID: created.ContainerId, Name: c.Name, Init: init, State: pod.ContainerRunning}
+		if err := r.killContainer(kctx, p, started, grace, podIP, EventFailedPostStartHook, log); err != nil {
+			log.Warn("kill container after its failed post-start phase", zap.Error(err))
+		}
+		return &startError{ReasonPostStartHookError, fmt.Errorf("PostStartHook failed: %s", msg)}
 	}
 	return nil
 }

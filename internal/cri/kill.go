@@ -82,33 +82,16 @@ func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 }
 
 // killContainer stops one container with a Killing event carrying
-// message, running its preStop hook first within the grace period (not
-// for a forced stop, grace 0, as the kubelet).
+// message, running the pre-stop phases (its preStop hook) first within
+// the grace period (not for a forced stop, grace 0, as the kubelet).
 func (r *Runtime) killContainer(ctx context.Context, p *v1.Pod, c *pod.Container, grace int64, podIP, message string, log *zap.Logger) error {
 	log.Info("killing container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Int64("gracePeriod", grace), zap.String("why", message))
 	r.event(p, v1.EventTypeNormal, "Killing", "%s", message)
 	left := grace
-	if spec := containerSpec(p, c.Name, c.Init); grace > 0 && c.State == pod.ContainerRunning && spec != nil && spec.Lifecycle != nil && spec.Lifecycle.PreStop != nil {
-		left = r.preStop(ctx, p, spec, c.ID, podIP, grace, log)
+	if spec := containerSpec(p, c.Name, c.Init); grace > 0 && c.State == pod.ContainerRunning && spec != nil {
+		left = r.preStop(ctx, Target{Pod: p, Container: spec, ID: c.ID, PodIP: podIP}, grace)
 	}
 	return r.stopContainer(ctx, c.ID, left)
-}
-
-// preStop runs a container's preStop hook within its grace period and
-// returns what is left of it for the stop (at least the minimum, as the
-// kubelet). A failed hook is an event; the container is stopped anyway.
-func (r *Runtime) preStop(ctx context.Context, p *v1.Pod, c *v1.Container, id, podIP string, grace int64, log *zap.Logger) int64 {
-	start := r.cfg.Clock.Now()
-	timeout := time.Duration(max(grace, minGracePeriod)) * time.Second
-	if msg, err := r.runHook(ctx, p, c, id, c.Lifecycle.PreStop, podIP, timeout); err != nil && ctx.Err() == nil {
-		if msg == "" {
-			msg = err.Error()
-		}
-		log.Warn("preStop hook failed", zap.String("container", c.Name), zap.Error(err))
-		r.event(p, v1.EventTypeWarning, EventFailedPreStopHook, "PreStopHook failed: %s", msg)
-	}
-	used := int64(r.cfg.Clock.Since(start) / time.Second)
-	return max(grace-used, minGracePeriod)
 }
 
 func (r *Runtime) stopSandbox(ctx context.Context, id string) error {

@@ -48,6 +48,9 @@ type Config struct {
 	// Recorder, if set, receives the kubelet's pod events (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed, …).
 	Recorder Recorder
+	// Phases are run-chain steps after the built-in lifecycle hooks:
+	// config mutators, post-start and pre-stop phases (see Phase).
+	Phases []Phase
 	// Probes, if set, gives the verdicts of the containers' startup and
 	// liveness probes: a failed one has its container restarted.
 	Probes pod.ProbeResults
@@ -80,6 +83,8 @@ type Runtime struct {
 	c      Client
 	log    *zap.Logger
 	tokens tokenCache // service account tokens of projected volumes
+	// phases is the run chain: the lifecycle hooks, then Config.Phases.
+	phases []Phase
 }
 
 // New validates cfg and returns a Runtime.
@@ -115,7 +120,10 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Images = p
 	}
 	cfg.SpecConfig = cfg.SpecConfig.withDefaults(cfg.RootDir)
-	return &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri")}, nil
+	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri")}
+	// The run chain, assembled here and only here.
+	r.phases = append([]Phase{lifecycleHooks{r}}, cfg.Phases...)
+	return r, nil
 }
 
 func (r *Runtime) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {

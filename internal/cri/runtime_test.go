@@ -73,11 +73,11 @@ type harness struct {
 	root  string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, opts ...func(*cri.Config)) *harness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
 	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: t.TempDir()}
-	rt, err := cri.New(cri.Config{
+	cfg := cri.Config{
 		Client:     h.fake,
 		Logger:     zaptest.NewLogger(t),
 		Clock:      clk,
@@ -85,7 +85,11 @@ func newHarness(t *testing.T) *harness {
 		PodLogsDir: h.logs,
 		NodeName:   "node1",
 		NodeIP:     "192.168.1.10",
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	rt, err := cri.New(cfg)
 	if err != nil {
 		t.Fatalf("cri.New() error = %v", err)
 	}
