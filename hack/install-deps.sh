@@ -7,13 +7,19 @@
 #     (apt-get update only when something is missing)
 #   - containerd v2.4.2 + containerd-shim-runc-v2, built with `go install`
 #   - crictl v1.37.0, built with `go install`
-#   both into $NODEAGENT_RIG_CACHE/bin (default /root/.cache/nodeagent-rig/bin).
+#   both into $NODEAGENT_RIG_CACHE/bin (default /root/.cache/nodeagent-rig/bin)
+#   - the CNI plugins v1.10.0 (CNI spec 1.1: STATUS, GC) bridge host-local
+#     loopback portmap bandwidth, built with `go install` into its bin/cni;
+#     the rig's default variant uses them, RIG_CONTAINERD=debian keeps
+#     Debian's older /usr/lib/cni ones (the fallback an operator may have).
 #
 # Works non-interactively (CI=true); needs root for apt-get.
 set -euo pipefail
 
 CONTAINERD_VERSION="${RIG_CONTAINERD_VERSION:-v2.4.2}"
 CRICTL_VERSION="${RIG_CRICTL_VERSION:-v1.37.0}"
+CNI_PLUGINS_VERSION="${RIG_CNI_PLUGINS_VERSION:-v1.10.0}"
+CNI_PLUGINS=(main/bridge ipam/host-local main/loopback meta/portmap meta/bandwidth)
 CACHE="${NODEAGENT_RIG_CACHE:-/root/.cache/nodeagent-rig}"
 BIN="$CACHE/bin"
 
@@ -96,6 +102,30 @@ else
 	log "building crictl $CRICTL_VERSION into $BIN"
 	GOBIN="$BIN" go install "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
 	echo "$CRICTL_VERSION" >"$BIN/.crictl-version"
+fi
+
+# --------------------------------------------------------- CNI plugins ---
+CNI_BIN="$BIN/cni"
+have_cni=1
+for p in "${CNI_PLUGINS[@]}"; do
+	[ -x "$CNI_BIN/${p#*/}" ] || have_cni=0
+done
+if [ "$have_cni" = 1 ] && [ "$(cat "$CNI_BIN/.version" 2>/dev/null)" != "$CNI_PLUGINS_VERSION" ]; then
+	have_cni=0
+fi
+if [ "$have_cni" = 1 ]; then
+	log "CNI plugins $CNI_PLUGINS_VERSION present in $CNI_BIN"
+else
+	need_go "the CNI plugins"
+	log "building CNI plugins $CNI_PLUGINS_VERSION into $CNI_BIN"
+	mkdir -p "$CNI_BIN"
+	pkgs=()
+	for p in "${CNI_PLUGINS[@]}"; do
+		pkgs+=("github.com/containernetworking/plugins/plugins/$p@$CNI_PLUGINS_VERSION")
+	done
+	# static binaries, as the project's release ships them
+	CGO_ENABLED=0 GOBIN="$CNI_BIN" go install -ldflags "-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" "${pkgs[@]}"
+	echo "$CNI_PLUGINS_VERSION" >"$CNI_BIN/.version"
 fi
 
 log "done; add to PATH: $BIN"

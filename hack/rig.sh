@@ -107,11 +107,32 @@ containerd_bin() {
 	esac
 }
 
+# The CNI plugins the rig's network uses: current ones built by
+# hack/install-deps.sh for the default variant (CNI 1.1: STATUS, GC),
+# Debian's older ones (CNI 1.0) for RIG_CONTAINERD=debian, the fallback an
+# operator may have.
+CNI_PLUGINS="bridge host-local loopback portmap bandwidth"
+cni_plugin_dir() {
+	case "$VARIANT" in
+	debian) echo /usr/lib/cni ;;
+	*) echo "$CBIN/cni" ;;
+	esac
+}
+cni_version() {
+	case "$VARIANT" in
+	debian) echo 1.0.0 ;;
+	*) echo 1.1.0 ;;
+	esac
+}
+
 check_deps() {
 	local b missing=()
 	for b in "$(containerd_bin)" "$CBIN/crictl" "$RUNC" /usr/bin/docker-registry /usr/bin/skopeo \
-		/usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /bin/busybox gcc curl ip; do
+		/bin/busybox gcc curl ip iptables; do
 		command -v "$b" >/dev/null 2>&1 || missing+=("$b")
+	done
+	for b in $CNI_PLUGINS; do
+		[ -x "$(cni_plugin_dir)/$b" ] || missing+=("$(cni_plugin_dir)/$b")
 	done
 	if [ "$VARIANT" = v2 ]; then
 		[ -x "$CBIN/containerd-shim-runc-v2" ] || missing+=("$CBIN/containerd-shim-runc-v2")
@@ -251,14 +272,20 @@ ensure_images() {
 # ------------------------------------------------------------------ CNI ---
 write_cni() {
 	mkdir -p "$CNI_CONF_DIR" "$CNI_BIN_DIR" "$CNI_IPAM_DIR"
+	# Only the plugins the network names, from the variant's plugin dir:
+	# links left by the other variant go first.
+	find "$CNI_BIN_DIR" -maxdepth 1 -type l -delete
 	local p
-	for p in /usr/lib/cni/*; do
-		[ -x "$p" ] || continue
-		ln -sfn "$p" "$CNI_BIN_DIR/$(basename "$p")"
+	for p in $CNI_PLUGINS; do
+		ln -sfn "$(cni_plugin_dir)/$p" "$CNI_BIN_DIR/$p"
 	done
-	cat >"$CNI_CONF_DIR/10-nodeagent.conflist" <<EOF
+	# The shape nodeagent generates for --pod-cidr (internal/cni), but
+	# without ipMasq: the rig's traffic stays on its bridge. The rig owns
+	# this file (it has no nodeagent marker): the e2e agents share one
+	# containerd, pass --cni-conf-dir and leave it alone.
+	cat >"$CNI_CONF_DIR/10-nodeagent.conflist.tmp" <<EOF
 {
-  "cniVersion": "1.0.0",
+  "cniVersion": "$(cni_version)",
   "name": "$CNI_NET",
   "plugins": [
     {
@@ -270,12 +297,16 @@ write_cni() {
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_CIDR"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "$CNI_IPAM_DIR"
       }
-    }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}},
+    {"type": "bandwidth", "capabilities": {"bandwidth": true}}
   ]
 }
 EOF
+	mv "$CNI_CONF_DIR/10-nodeagent.conflist.tmp" "$CNI_CONF_DIR/10-nodeagent.conflist"
 }
 
 # ----------------------------------------------------------- containerd ---

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -42,6 +43,7 @@ type options struct {
 	podCIDR                  string
 	cniConfDir               string
 	cniBinDir                string
+	cniGCPeriod              time.Duration
 	cpuManagerPolicy         string
 	reservedCPUs             string
 	nodeLabels               kvFlag
@@ -51,6 +53,13 @@ type options struct {
 	healthzBindAddress       string
 	healthzPort              int
 	clusterDomain            string
+	clusterDNS               []string
+	allowPrivileged          bool
+	allowedUnsafeSysctls     []string
+	hostNetworkSources       []string
+	hostPIDSources           []string
+	hostIPCSources           []string
+	resolvConf               string
 	seccompDefault           bool
 	verbosity                int
 
@@ -146,9 +155,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "node name instead of the host name")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "node IP reported as hostIP (default: first non-loopback IPv4)")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods this node runs")
-	fs.StringVar(&o.podCIDR, "pod-cidr", "", "the node's pod CIDR; passed to the runtime and used for a default CNI conflist when --cni-conf-dir has none")
+	fs.StringVar(&o.podCIDR, "pod-cidr", "", "the node's pod CIDR(s), comma-separated for dual stack; passed to the runtime and used for the node's CNI conflist when --cni-conf-dir holds none (or only the one nodeagent wrote)")
 	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config dir the runtime uses (checked at start)")
 	fs.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin dir the runtime uses (checked at start)")
+	fs.DurationVar(&o.cniGCPeriod, "cni-gc-period", 30*time.Second, "period of CNI GC: pod IPs and attachments leaked by crashes, of no ready sandbox of the runtime and older than a minute, are released; 0 disables it")
 	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none")
 	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the system (static policy)")
 	fs.Var(&o.nodeLabels, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
@@ -172,6 +182,37 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.manifestPermissions, "manifest-permissions", "warn", "a manifest (or manifest directory) writable by others than root: 'warn' logs it, 'refuse' ignores the file and lists it as a problem")
 	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "127.0.0.1", "address of the /healthz and /metrics endpoint")
 	fs.IntVar(&o.healthzPort, "healthz-port", 10248, "port of the /healthz and /metrics endpoint; 0 disables it")
+	fs.BoolVar(&o.allowPrivileged, "allow-privileged", true, "let pods with privileged containers run (false: such pods are kept Pending, reason Forbidden)")
+	list := func(dst *[]string, def []string) func(string) error {
+		*dst = def
+		return func(v string) error {
+			*dst = nil
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					*dst = append(*dst, s)
+				}
+			}
+			return nil
+		}
+	}
+	fs.Func("allowed-unsafe-sysctls", "unsafe sysctls (names, or prefixes ending in *) pods may set beyond the safe set; others are refused (SysctlForbidden)", list(&o.allowedUnsafeSysctls, nil))
+	fs.Func("host-network-sources", "pod sources (file, http, api; * for all) whose pods may use the host's network namespace", list(&o.hostNetworkSources, []string{"*"}))
+	fs.Func("host-pid-sources", "pod sources whose pods may use the host's PID namespace", list(&o.hostPIDSources, []string{"*"}))
+	fs.Func("host-ipc-sources", "pod sources whose pods may use the host's IPC namespace", list(&o.hostIPCSources, []string{"*"}))
+	fs.Func("cluster-dns", "cluster DNS server IPs (comma-separated) for pods with dnsPolicy ClusterFirst; without, such pods fall back to Default with a MissingClusterDNS event, as the kubelet's", func(v string) error {
+		o.clusterDNS = nil
+		for _, ip := range strings.Split(v, ",") {
+			if ip = strings.TrimSpace(ip); ip == "" {
+				continue
+			}
+			if net.ParseIP(ip) == nil {
+				return fmt.Errorf("%q is not an IP address", ip)
+			}
+			o.clusterDNS = append(o.clusterDNS, ip)
+		}
+		return nil
+	})
+	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "the resolver file pods with dnsPolicy Default get (and whose search domains ClusterFirst pods add); \"\" for none")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain: a pod with a subdomain finds <hostname>.<subdomain>.<namespace>.svc.<domain> in its /etc/hosts")
 	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "run containers whose pod and container set no seccompProfile with the runtime's default profile (RuntimeDefault) instead of Unconfined")
 	fs.IntVar(&o.verbosity, "v", 0, "log verbosity: 0 info, 4 and more debug")
@@ -256,6 +297,15 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	str("reserved-cpus", &o.reservedCPUs, kc.ReservedSystemCPUs)
 	str("pod-logs-dir", &o.podLogsDir, kc.PodLogsDir)
 	str("cluster-domain", &o.clusterDomain, kc.ClusterDomain)
+	if !set["resolv-conf"] && kc.ResolverConfig != nil {
+		o.resolvConf = *kc.ResolverConfig
+	}
+	if !set["allowed-unsafe-sysctls"] && len(kc.AllowedUnsafeSysctls) > 0 {
+		o.allowedUnsafeSysctls = kc.AllowedUnsafeSysctls
+	}
+	if !set["cluster-dns"] && len(kc.ClusterDNS) > 0 {
+		o.clusterDNS = kc.ClusterDNS
+	}
 	if !set["seccomp-default"] && kc.SeccompDefault != nil {
 		o.seccompDefault = *kc.SeccompDefault
 	}

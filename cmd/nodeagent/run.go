@@ -28,8 +28,8 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/admit"
 	"github.com/nodeagent/nodeagent/internal/backoff"
-	"github.com/nodeagent/nodeagent/internal/cni"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/dns"
 	"github.com/nodeagent/nodeagent/internal/images"
 	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/logs"
@@ -38,6 +38,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podsource"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
@@ -127,14 +128,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		zap.String("manifestDir", o.manifestDir), zap.String("runtime", o.containerRuntimeEndpoint))
 
 	if o.podCIDR != "" {
-		if err := ensureCNIConfig(o, o.podCIDR, log); err != nil {
+		if err := ensureCNIConfig(ctx, o, o.podCIDR, log); err != nil {
 			return err
 		}
-	}
-	if n, err := cni.Check(o.cniConfDir, o.cniBinDir); err != nil {
-		log.Warn("CNI configuration problem; the runtime reports NetworkReady=false until it is fixed", zap.Error(err))
-	} else {
-		log.Info("CNI network", zap.String("network", n.Name), zap.String("file", n.File), zap.Strings("plugins", n.Plugins))
 	}
 
 	conn, err := cri.Dial(o.containerRuntimeEndpoint)
@@ -142,6 +138,13 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return err
 	}
 	defer conn.Close()
+	// The CNI config, checked now and watched; CNI GC over the runtime's
+	// ready sandboxes.
+	netMon, err := newNetworkMonitor(o, conn, clk, log)
+	if err != nil {
+		return err
+	}
+	netMon.Recheck(ctx, true)
 	runtimeName, runtimeVersion := "containerd", ""
 	if info, err := cri.Check(ctx, conn, o.runtimeRequestTimeout); err != nil {
 		log.Warn("container runtime not ready yet; the sync loop waits for it", zap.Error(err))
@@ -209,17 +212,24 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	home, _ := os.UserHomeDir()
 	dockerConfigs := cri.DefaultDockerConfigPaths(o.rootDir, home)
+	// Pod directories and the volumes in them.
+	vols, err := podvolumes.New(podvolumes.Config{RootDir: o.rootDir, NodeIP: nodeIP, Objects: api.objects(), Clock: clk, Logger: log})
+	if err != nil {
+		return err
+	}
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk, Probes: probes,
+		DNS:     &dns.Config{ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
 		NodeName:  nodeName, NodeIP: nodeIP,
 		Recorder:      statuses,
-		NetworkHealth: load(&networkHealth),
+		NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) },
 		Objects:       api.objects(),
 		SpecConfig:    cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
 		Images:        puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
+		Volumes: vols,
 	})
 	if err != nil {
 		return err
@@ -285,12 +295,19 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Status:       statuses,
 		Prober:       probes,
 		Admit: admit.Chain{
+			admit.PodOS(),
 			admit.MaxPods(o.maxPods),
 			admit.Resources(allocatable),
 			admit.NodeSelector(labels),
+			admit.Taints(o.taints),
 			admit.HostPorts(),
+			admit.Sysctls(o.allowedUnsafeSysctls),
 			admit.AppArmor(admit.AppArmorHost("/sys")),
 			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.runtimeRequestTimeout)),
+		},
+		Run: admit.Chain{
+			admit.Privileged(o.allowPrivileged),
+			admit.HostNamespaces(admit.HostNamespaceSources{Network: o.hostNetworkSources, PID: o.hostPIDSources, IPC: o.hostIPCSources}),
 		},
 		RuntimeHealth: load(&runtimeHealth),
 		Clock:         clk,
@@ -348,7 +365,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			Client: api.client.Clientset, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
-			RuntimeHealth: load(&runtimeHealth), NetworkHealth: load(&networkHealth), PLEGHealth: plegG.Healthy,
+			RuntimeHealth: load(&runtimeHealth), NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) }, PLEGHealth: plegG.Healthy,
 			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
 				return nodeImages(ctx, conn, o.runtimeRequestTimeout)
 			},
@@ -359,7 +376,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 					return // the flag wins
 				}
 				log.Info("pod CIDR from the Node object", zap.Strings("podCIDRs", cidrs))
-				if err := ensureCNIConfig(o, cidrs[0], log); err != nil {
+				if err := ensureCNIConfig(gctx, o, strings.Join(cidrs, ","), log); err != nil {
 					log.Error("CNI config for the Node's pod CIDR", zap.Error(err))
 				}
 				passPodCIDR(gctx, conn, o, strings.Join(cidrs, ","), log)
@@ -388,6 +405,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// Image GC beside the loop, not in its housekeeping: removals are CRI
 	// calls, and the loop never calls the runtime.
 	g.Go(func() error { imageGC.Run(gctx); return nil })
+	// CNI config re-check and GC beside the loop too: GC lists sandboxes
+	// and runs plugins.
+	g.Go(func() error { netMon.Run(gctx); return nil })
 	g.Go(func() error {
 		// Every 5s while the runtime is ready, every second while it is
 		// not, so its return is noticed at once.
@@ -440,21 +460,6 @@ func newImageGC(o *options, conn *cri.Conn, clk clock.WithTicker, api *apiMode, 
 		return nil, fmt.Errorf("image garbage collection: %w (check --image-gc-* and --image-*-gc-age)", err)
 	}
 	return gc, nil
-}
-
-// ensureCNIConfig writes the default bridge conflist for podCIDR when the
-// CNI config dir has none.
-func ensureCNIConfig(o *options, podCIDR string, log *zap.Logger) error {
-	wrote, err := cni.EnsureDefault(o.cniConfDir, cni.BridgeConfig{
-		Name: "nodeagent", Bridge: "nabr0", PodCIDR: podCIDR, DataDir: filepath.Join(o.rootDir, "cni", "networks"),
-	})
-	if err != nil {
-		return fmt.Errorf("write default CNI config: %w", err)
-	}
-	if wrote {
-		log.Info("wrote default CNI config for the pod CIDR", zap.String("dir", o.cniConfDir), zap.String("podCIDR", podCIDR))
-	}
-	return nil
 }
 
 // passPodCIDR tells the runtime the node's pod CIDR(s).

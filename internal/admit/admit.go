@@ -45,3 +45,12 @@ type HandlerFunc struct {
 
 func (h HandlerFunc) Name() string               { return h.N }
 func (h HandlerFunc) Admit(a *Attributes) Result { return h.F(a) }
+
+// Names lists the chain's handlers, in order.
+func (c Chain) Names() []string {
+	out := make([]string, len(c))
+	for i, h := range c {
+		out[i] = h.Name()
+	}
+	return out
+}

@@ -6,7 +6,8 @@
 // Built-in handlers: MaxPods (OutOfpods), Resources (OutOfcpu,
 // OutOfmemory), NodeSelector (NodeAffinity: nodeSelector and required node
 // affinity), HostPorts (NodePorts), AppArmor (a profile the host cannot
-// enforce) and UserNamespaces (hostUsers: false, UserNamespacesNotSupported).
+// enforce), UserNamespaces (hostUsers: false, UserNamespacesNotSupported)
+// and CPUs (the CPU manager's exclusive CPUs, over a CPUAllocator).
 //
 // Handlers are pure over their Attributes and safe for concurrent use; the
 // sync loop calls the chain from its one goroutine.

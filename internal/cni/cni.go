@@ -1,12 +1,10 @@
 package cni
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/libcni"
@@ -16,14 +14,30 @@ var confExtensions = []string{".conf", ".conflist", ".json"}
 
 // Network is what Check found.
 type Network struct {
-	Name    string
-	File    string
-	Plugins []string
+	Name       string
+	File       string
+	CNIVersion string
+	Plugins    []string
+	list       *libcni.NetworkConfigList
 }
 
 // Check loads the first CNI config of confDir (lexical order, as the
-// runtime does) and verifies that each plugin binary exists in binDir.
-func Check(confDir, binDir string) (Network, error) {
+// runtime picks it) and validates it against the plugins of binDir (see
+// Validate). A config that loads but does not validate is returned with
+// the error, so callers can still name it.
+func Check(ctx context.Context, confDir, binDir string) (Network, error) {
+	n, err := load(confDir)
+	if err != nil {
+		return n, err
+	}
+	if err := Validate(ctx, n.list, binDir); err != nil {
+		return n, fmt.Errorf("CNI config %s: %w", n.File, err)
+	}
+	return n, nil
+}
+
+// load reads the config the runtime uses: the first file of confDir.
+func load(confDir string) (Network, error) {
 	files, err := libcni.ConfFiles(confDir, confExtensions)
 	if err != nil {
 		return Network{}, fmt.Errorf("read CNI config dir %s: %w", confDir, err)
@@ -32,91 +46,81 @@ func Check(confDir, binDir string) (Network, error) {
 		return Network{}, fmt.Errorf("no CNI config in %s: pods cannot get a network; write a conflist there or start with --pod-cidr to have one written", confDir)
 	}
 	file := files[0]
-	var list *libcni.NetworkConfigList
-	if strings.HasSuffix(file, ".conflist") {
-		list, err = libcni.ConfListFromFile(file)
-	} else {
-		var one *libcni.PluginConfig
-		one, err = libcni.NetworkPluginConfFromBytes(mustRead(file))
-		if err == nil {
-			list, err = libcni.ConfListFromConf(one)
-		}
-	}
+	list, err := loadFile(file)
 	if err != nil {
-		return Network{}, fmt.Errorf("CNI config %s is invalid: %w", file, err)
+		return Network{File: file}, fmt.Errorf("CNI config %s is invalid: %w", file, err)
 	}
-	n := Network{Name: list.Name, File: file}
-	var missing []string
+	n := Network{Name: list.Name, File: file, CNIVersion: list.CNIVersion, list: list}
 	for _, p := range list.Plugins {
 		n.Plugins = append(n.Plugins, p.Network.Type)
-		if _, err := os.Stat(filepath.Join(binDir, p.Network.Type)); err != nil {
-			missing = append(missing, p.Network.Type)
-		}
-	}
-	if len(missing) > 0 {
-		return n, fmt.Errorf("CNI config %s names plugins missing from %s: %s", file, binDir, strings.Join(missing, ", "))
 	}
 	return n, nil
 }
 
-func mustRead(f string) []byte {
-	b, _ := os.ReadFile(f)
-	return b
-}
-
-// BridgeConfig describes the default network.
-type BridgeConfig struct {
-	Name    string // network name, "nodeagent"
-	Bridge  string // bridge device, "nabr0"
-	PodCIDR string // the node's pod CIDR
-	DataDir string // host-local lease directory
-}
-
-// BridgeConfList renders a bridge + host-local conflist for cfg.
-func BridgeConfList(cfg BridgeConfig) ([]byte, error) {
-	ip, subnet, err := net.ParseCIDR(cfg.PodCIDR)
+func loadFile(file string) (*libcni.NetworkConfigList, error) {
+	if strings.HasSuffix(file, ".conflist") {
+		return libcni.ConfListFromFile(file)
+	}
+	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("pod CIDR %q: %w", cfg.PodCIDR, err)
+		return nil, err
 	}
-	if ip.To4() == nil {
-		return nil, errors.New("pod CIDR: only IPv4 is supported by the default network")
+	one, err := libcni.NetworkPluginConfFromBytes(b)
+	if err != nil {
+		return nil, err
 	}
-	ipam := map[string]any{
-		"type":   "host-local",
-		"ranges": [][]map[string]string{{{"subnet": subnet.String()}}},
-		"routes": []map[string]string{{"dst": "0.0.0.0/0"}},
-	}
-	if cfg.DataDir != "" {
-		ipam["dataDir"] = cfg.DataDir
-	}
-	list := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       cfg.Name,
-		"plugins": []map[string]any{
-			{"type": "bridge", "bridge": cfg.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true, "ipam": ipam},
-			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
-	}
-	return json.MarshalIndent(list, "", "  ")
+	return libcni.ConfListFromConf(one)
 }
 
-// EnsureDefault writes the default conflist into confDir when it holds no
-// CNI config yet; an existing config is left alone. It reports whether it
-// wrote one.
-func EnsureDefault(confDir string, cfg BridgeConfig) (bool, error) {
-	files, err := libcni.ConfFiles(confDir, confExtensions)
-	if err == nil && len(files) > 0 {
-		return false, nil
+// Validate checks a network list the way the runtime will use it: every
+// plugin is in binDir and supports the list's cniVersion (libcni's
+// ValidateNetworkList), the runtime's own loopback plugin is there, and,
+// for cniVersion 1.1.0 and later, every plugin answers STATUS (libcni's
+// GetStatusNetworkList; plugins without STATUS succeed). Errors carry the
+// plugin's own message.
+func Validate(ctx context.Context, list *libcni.NetworkConfigList, binDir string) error {
+	if list == nil {
+		return errors.New("no network")
 	}
-	body, err := BridgeConfList(cfg)
-	if err != nil {
-		return false, err
+	c := libcni.NewCNIConfig([]string{binDir}, nil)
+	var errs []error
+	for _, p := range list.Plugins {
+		// ValidateNetworkList joins every plugin's error into one "[...]";
+		// one plugin at a time names each.
+		one := &libcni.NetworkConfigList{Name: list.Name, CNIVersion: list.CNIVersion, Plugins: []*libcni.PluginConfig{p}}
+		if _, err := c.ValidateNetworkList(ctx, one); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q: %s", p.Network.Type, strings.Trim(err.Error(), "[]")))
+		}
 	}
-	if _, err := libcni.ConfListFromBytes(body); err != nil {
-		return false, fmt.Errorf("default conflist does not load: %w", err)
+	if _, err := c.GetVersionInfo(ctx, "loopback"); err != nil {
+		errs = append(errs, fmt.Errorf("plugin \"loopback\" (the runtime sets up lo with it): %w", err))
 	}
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		return false, err
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	return true, os.WriteFile(filepath.Join(confDir, "10-"+cfg.Name+".conflist"), body, 0o644)
+	if err := c.GetStatusNetworkList(ctx, list); err != nil {
+		return fmt.Errorf("plugin STATUS: %w", err)
+	}
+	return nil
+}
+
+// supported reports the CNI versions every named plugin of binDir
+// supports; nil when one cannot be asked.
+func supported(ctx context.Context, binDir string, plugins []string) map[string]bool {
+	c := libcni.NewCNIConfig([]string{binDir}, nil)
+	var common map[string]bool
+	for _, p := range plugins {
+		info, err := c.GetVersionInfo(ctx, p)
+		if err != nil {
+			return nil
+		}
+		vs := map[string]bool{}
+		for _, v := range info.SupportedVersions() {
+			if common == nil || common[v] {
+				vs[v] = true
+			}
+		}
+		common = vs
+	}
+	return common
 }

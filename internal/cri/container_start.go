@@ -14,6 +14,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 )
 
 // Container waiting reasons the kubelet reports (kuberuntime/container.go).
@@ -42,7 +43,7 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.mountsFor(ctx, p, c, env, podIP)
+	mounts, err := r.cfg.Volumes.Mounts(ctx, p, c, podIP, func(s string) string { return expand(s, envMap(env)) })
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +74,7 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 	if err := r.applySecurityProfiles(p, c, cfg.Linux.SecurityContext); err != nil {
 		return nil, err
 	}
-	hosts, err := r.hostsMount(p, c, podIP)
+	hosts, err := r.cfg.Volumes.HostsMount(p, c, podIP, podvolumes.Hosts{Hostname: podHostname(p), ClusterDomain: r.cfg.ClusterDomain, NodeFile: r.cfg.NodeHostsFile})
 	if err != nil {
 		return nil, err
 	}

@@ -12,25 +12,29 @@
 // listing what the agent owns for PLEG and housekeeping.
 //
 // Container configs carry what the kubelet adds to the spec: the pod's
-// managed /etc/hosts (hosts.go, <pod>/etc-hosts), seccomp and AppArmor
-// profiles and the masked and read-only /proc paths (security.go). The
+// managed /etc/hosts (<pod>/etc-hosts, written by package podvolumes),
+// seccomp and AppArmor profiles and the masked and read-only /proc paths
+// (security.go). The
 // termination message of an exited container is read once, when
 // InspectPod first sees the exit (termination.go: its message file, or
 // the tail of its CRI log with FallbackToLogsOnError).
 //
+// Pod directories and the volumes in them belong to package podvolumes
+// (Config.Volumes): cri asks it for a container's volume mounts and
+// /etc/hosts before each start, for a refresh of the rendered volumes on
+// every sync of a pod with running containers (so ConfigMap, Secret,
+// label and token updates reach them), and for the removal of
+// directories of gone pods (CleanupDirs); cri still removes a killed
+// pod's directory and keeps the termination message files in it.
+//
 // What pods read from the API server comes through Objects (ConfigMaps,
 // Secrets, service account tokens, service env vars), which API mode
 // supplies and standalone mode leaves nil: the container environment
-// (envFrom, configMapKeyRef/secretKeyRef, service variables), the
-// content of configMap, secret, downwardAPI and projected volumes
-// (written with volume.WriteAtomic under <pod>/volumes/kubernetes.io~*,
-// re-rendered on every sync of a pod with running containers, tokens
-// cached and renewed after 80% of their life) and the credentials of
+// (envFrom, configMapKeyRef/secretKeyRef, service variables; downward
+// API values through package downward, as volumes), the volumes (through
+// podvolumes, which embeds the same Objects) and the credentials of
 // imagePullSecrets (the kubelet's keyring matching). A missing required
-// object is a CreateContainerConfigError that the next sync retries;
-// without Objects only downward API volumes render. Not done: fsGroup /
-// per-file owners on these volumes, tmpfs for secrets, clusterTrustBundle
-// and podCertificate projections.
+// object is a CreateContainerConfigError that the next sync retries.
 //
 // It does not own when to do any of this (syncloop), which pods are wanted
 // (podsource) or the pod's reported status (status).

@@ -10,7 +10,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/internal/downward"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 )
 
 // envFor resolves a container's environment as the kubelet's
@@ -140,15 +142,15 @@ func (r *Runtime) envValueFrom(src *envSources, p *v1.Pod, c *v1.Container, e *v
 	}
 	switch {
 	case from.FieldRef != nil:
-		return wrap(r.fieldValue(p, from.FieldRef.FieldPath, podIP))
+		return wrap(r.node.FieldValue(p, from.FieldRef.FieldPath, podIP))
 	case from.ResourceFieldRef != nil:
 		target := c
 		if name := from.ResourceFieldRef.ContainerName; name != "" && name != c.Name {
-			if target = findContainer(p, name); target == nil {
+			if target = downward.Container(p, name); target == nil {
 				return wrap("", fmt.Errorf("container %s not found", name))
 			}
 		}
-		return wrap(r.resourceValue(p, target, from.ResourceFieldRef))
+		return wrap(r.node.ResourceValue(p, target, from.ResourceFieldRef))
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
 		optional := ref.Optional != nil && *ref.Optional
@@ -199,7 +201,7 @@ func (s *envSources) configMap(name string, optional bool) (*v1.ConfigMap, error
 	if cm, ok := s.configMaps[name]; ok {
 		return cm, nil
 	}
-	cm, err := s.r.getConfigMap(s.ctx, s.ns, name, optional)
+	cm, err := podvolumes.GetConfigMap(s.ctx, s.r.cfg.Objects, s.ns, name, optional)
 	if err != nil || cm == nil {
 		return nil, err
 	}
@@ -215,7 +217,7 @@ func (s *envSources) secret(name string, optional bool) (*v1.Secret, error) {
 	if sec, ok := s.secrets[name]; ok {
 		return sec, nil
 	}
-	sec, err := s.r.getSecret(s.ctx, s.ns, name, optional)
+	sec, err := podvolumes.GetSecret(s.ctx, s.r.cfg.Objects, s.ns, name, optional)
 	if err != nil || sec == nil {
 		return nil, err
 	}
@@ -224,36 +226,6 @@ func (s *envSources) secret(name string, optional bool) (*v1.Secret, error) {
 	}
 	s.secrets[name] = sec
 	return sec, nil
-}
-
-func (r *Runtime) fieldValue(p *v1.Pod, path, podIP string) (string, error) {
-	switch path {
-	case "metadata.name":
-		return p.Name, nil
-	case "metadata.namespace":
-		return p.Namespace, nil
-	case "metadata.uid":
-		return string(p.UID), nil
-	case "spec.nodeName":
-		return p.Spec.NodeName, nil
-	case "spec.serviceAccountName":
-		return p.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.podIPs":
-		return podIP, nil
-	case "status.hostIP", "status.hostIPs":
-		return r.cfg.NodeIP, nil
-	case "metadata.labels":
-		return formatMap(p.Labels), nil
-	case "metadata.annotations":
-		return formatMap(p.Annotations), nil
-	}
-	if strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']") {
-		return p.Labels[path[len("metadata.labels['"):len(path)-2]], nil
-	}
-	if strings.HasPrefix(path, "metadata.annotations['") && strings.HasSuffix(path, "']") {
-		return p.Annotations[path[len("metadata.annotations['"):len(path)-2]], nil
-	}
-	return "", fmt.Errorf("unsupported fieldPath %q", path)
 }
 
 // expand replaces $(NAME) with vals[NAME] as the kubelet does: "$$" is a

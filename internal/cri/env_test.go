@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/downward"
 )
 
 func TestExpand(t *testing.T) {
@@ -74,7 +76,7 @@ func fieldEnv(name, path string) v1.EnvVar {
 }
 
 func TestEnvFor(t *testing.T) {
-	r := &Runtime{cfg: Config{NodeName: "node1", NodeIP: "192.168.1.10"}}
+	r := &Runtime{cfg: Config{NodeName: "node1", NodeIP: "192.168.1.10"}, node: downward.Node{IP: "192.168.1.10"}}
 	tests := []struct {
 		name    string
 		env     []v1.EnvVar

@@ -77,17 +77,12 @@ func holds(st *pod.RuntimeStatus, sandboxID string, removed map[string]bool) boo
 	return false
 }
 
-// CleanupDirs removes pod directories and pod log directories whose pod
-// UID is not in active (pods known to the agent or present in the
-// runtime): what a crash or a removal behind the agent's back left.
+// CleanupDirs removes pod directories (Config.Volumes) and pod log
+// directories whose pod UID is not in active (pods known to the agent or
+// present in the runtime): what a crash or a removal behind the agent's
+// back left.
 func (r *Runtime) CleanupDirs(active map[pod.UID]bool) {
-	if entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "pods")); err == nil {
-		for _, e := range entries {
-			if !active[pod.UID(e.Name())] {
-				r.removeDir(filepath.Join(r.cfg.RootDir, "pods", e.Name()))
-			}
-		}
-	}
+	r.cfg.Volumes.Cleanup(active)
 	// The log root may be shared (the kubelet's /var/log/pods, another
 	// agent's): only directories of this node's static pods
 	// (<ns>_<name>-<node>_<uid>) are ours.

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // This file finds the credentials for an image pull, as the kubelet's
@@ -78,7 +80,7 @@ func (r *Runtime) pullSecret(ctx context.Context, namespace, name string) (*v1.S
 	if r.cfg.Objects != nil {
 		return r.cfg.Objects.Secret(ctx, namespace, name)
 	}
-	b, err := os.ReadFile(childDir(childDir(r.cfg.PullSecretsDir, namespace), name))
+	b, err := os.ReadFile(volume.ChildDir(volume.ChildDir(r.cfg.PullSecretsDir, namespace), name))
 	if err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 			return fmt.Errorf("remove pod log directory: %w", err)
 		}
 	}
-	if err := volume.RemoveAll(r.PodDir(string(st.UID))); err != nil {
+	if err := volume.RemoveAll(r.cfg.Volumes.Dir(st.UID)); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
 	}
 	log.Info("pod killed and removed", zap.Int("sandboxes", len(st.Sandboxes)), zap.Int("containers", len(st.Containers)))

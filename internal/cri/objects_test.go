@@ -66,7 +66,7 @@ func apiPod() *v1.Pod {
 
 // volumeDir is where a rendered volume of webPod lives.
 func (h *harness) volumeDir(plugin, name string) string {
-	return filepath.Join(h.rt.PodDir("uid-1"), "volumes", plugin, name)
+	return filepath.Join(h.root, "pods", "uid-1", "volumes", plugin, name)
 }
 
 // files lists a rendered volume as a container sees it: path → "mode

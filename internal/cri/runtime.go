@@ -2,12 +2,8 @@ package cri
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,8 +12,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/backoff"
+	"github.com/nodeagent/nodeagent/internal/dns"
+	"github.com/nodeagent/nodeagent/internal/downward"
 	"github.com/nodeagent/nodeagent/internal/images"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
@@ -48,6 +47,9 @@ type Config struct {
 	// Recorder, if set, receives the kubelet's pod events (Pulling,
 	// Pulled, Created, Started, Killing, BackOff, Failed, …).
 	Recorder Recorder
+	// DNS, if set, builds each sandbox's DNS config from the pod's
+	// dnsPolicy and dnsConfig; nil leaves resolv.conf to the runtime.
+	DNS *dns.Config
 	// Phases are run-chain steps after the built-in lifecycle hooks:
 	// config mutators, post-start and pre-stop phases (see Phase).
 	Phases []Phase
@@ -67,7 +69,13 @@ type Config struct {
 	// Images pulls images (limit, shared pulls, size); when nil, a
 	// serializing one over Client.
 	Images *images.Puller
-	// Security profiles, /etc/hosts: see security.go and hosts.go.
+	// Volumes owns the pod directories: the containers' volume mounts and
+	// /etc/hosts, the refresh of rendered volumes, the removal of
+	// directories of gone pods. Give one over the same RootDir, NodeIP
+	// and Objects; when nil, one is made from them.
+	Volumes *podvolumes.Manager
+	// Security profiles, /etc/hosts: see security.go (the hosts file
+	// itself is written by Volumes).
 	SpecConfig
 }
 
@@ -79,10 +87,10 @@ type Recorder interface {
 
 // Runtime drives pods on a CRI runtime.
 type Runtime struct {
-	cfg    Config
-	c      Client
-	log    *zap.Logger
-	tokens tokenCache // service account tokens of projected volumes
+	cfg  Config
+	c    Client
+	log  *zap.Logger
+	node downward.Node // what env vars read of the node
 	// phases is the run chain: the lifecycle hooks, then Config.Phases.
 	phases []Phase
 }
@@ -119,8 +127,15 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		cfg.Images = p
 	}
+	if cfg.Volumes == nil {
+		v, err := podvolumes.New(podvolumes.Config{RootDir: cfg.RootDir, NodeIP: cfg.NodeIP, Objects: cfg.Objects, Clock: cfg.Clock, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Volumes = v
+	}
 	cfg.SpecConfig = cfg.SpecConfig.withDefaults(cfg.RootDir)
-	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri")}
+	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri"), node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir}}
 	// The run chain, assembled here and only here.
 	r.phases = append([]Phase{lifecycleHooks{r}}, cfg.Phases...)
 	return r, nil
@@ -135,26 +150,7 @@ func (r *Runtime) PodLogDir(p *v1.Pod) string { return r.podLogDir(p.Namespace, 
 
 // podLogDir is <PodLogsDir>/<ns>_<name>_<uid>, the kubelet's layout.
 func (r *Runtime) podLogDir(namespace, name string, uid types.UID) string {
-	return childDir(r.cfg.PodLogsDir, namespace+"_"+name+"_"+string(uid))
-}
-
-// PodDir is a pod's directory under RootDir.
-func (r *Runtime) PodDir(uid string) string {
-	return childDir(filepath.Join(r.cfg.RootDir, "pods"), uid)
-}
-
-// childDir joins one path element to root. Sources validate names and
-// UIDs; this is the second line (a sandbox label written by someone
-// else, a future source): an element that is not a plain name (a
-// separator, ".", "..") would make a pod's directory some other directory
-// that removal then deletes, so it is replaced by a name derived from its
-// hash, which stays beneath root and matches nothing real.
-func childDir(root, elem string) string {
-	if elem == "" || elem == "." || elem == ".." || strings.ContainsAny(elem, "/\x00") {
-		sum := sha256.Sum256([]byte(elem))
-		elem = "invalid-" + hex.EncodeToString(sum[:8])
-	}
-	return filepath.Join(root, elem)
+	return volume.ChildDir(r.cfg.PodLogsDir, namespace+"_"+name+"_"+string(uid))
 }
 
 func (r *Runtime) event(p *v1.Pod, eventType, reason, format string, args ...any) {

@@ -988,17 +988,3 @@ func TestSyncPodWaitsForTheNetwork(t *testing.T) {
 		t.Fatal("a host-network pod waited for the pod network")
 	}
 }
-
-// A pod directory is always beneath its root, whatever UID a pod claims.
-func TestPodDirStaysBeneathRoot(t *testing.T) {
-	h := newHarness(t)
-	for _, uid := range []string{"..", ".", "../../etc", "a/b", "", "x\x00y"} {
-		dir := h.rt.PodDir(uid)
-		if filepath.Dir(dir) != filepath.Join(h.root, "pods") {
-			t.Errorf("PodDir(%q) = %s, not directly beneath %s/pods", uid, dir, h.root)
-		}
-	}
-	if got := h.rt.PodDir("abc-123"); got != filepath.Join(h.root, "pods", "abc-123") {
-		t.Errorf("PodDir(abc-123) = %s", got)
-	}
-}

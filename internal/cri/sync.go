@@ -58,6 +58,24 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 			return res
 		}
 	}
+	if a.createSandbox && r.cfg.DNS != nil {
+		// As the kubelet: the DNS config is formed (and its warnings
+		// told) when the sandbox is made.
+		dnsCfg, warns, err := r.cfg.DNS.PodDNS(p)
+		if err != nil {
+			err = fmt.Errorf("form the pod's DNS config: %w", err)
+			r.event(p, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
+			res.Err = err
+			res.SandboxError = err.Error()
+			res.Retry(retryAfterError)
+			return res
+		}
+		for _, w := range warns {
+			log.Warn("pod DNS config", zap.String("reason", w.Reason), zap.String("message", w.Message))
+			r.event(p, v1.EventTypeWarning, w.Reason, "%s", w.Message)
+		}
+		sbCfg.DnsConfig = dnsCfg
+	}
 	if a.createSandbox {
 		id, err := r.runSandbox(ctx, sbCfg)
 		if err != nil {
@@ -75,7 +93,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 	log = log.With(zap.String("sandboxID", sandboxID))
 	// Running containers see ConfigMap, Secret, label and token updates:
 	// their rendered volumes are written again (a no-op when unchanged).
-	r.refreshVolumes(ctx, p, st, sandboxID, podIP, log)
+	r.cfg.Volumes.Refresh(ctx, p, st, sandboxID, podIP, log)
 	for _, k := range a.kill {
 		if err := r.killContainer(ctx, p, k.c, k.grace, podIP, k.message, log); err != nil {
 			res.Err = err

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // The kubelet's bounds on a termination message
@@ -33,7 +34,7 @@ const (
 // terminationMessageFile is where a container instance's termination
 // message file lives on the host: <pod>/containers/<name>/<restart>.
 func (r *Runtime) terminationMessageFile(uid types.UID, container string, restartCount int) string {
-	return filepath.Join(r.PodDir(string(uid)), "containers", childDir("", container), strconv.Itoa(restartCount))
+	return filepath.Join(r.cfg.Volumes.Dir(uid), "containers", volume.ChildDir("", container), strconv.Itoa(restartCount))
 }
 
 // addTerminationMessage appends an exited container's termination

@@ -305,6 +305,32 @@ func terminal(s v1.PodStatus) v1.PodStatus {
 	return s
 }
 
+// Blocked publishes a pod the run chain keeps from running, as the
+// kubelet shows it: Pending (unless already over), the handler's reason
+// and message, its waiting containers' reason Blocked; a Warning event
+// with the reason.
+func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message string) {
+	s := Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes)
+	if s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
+		s.Phase = v1.PodPending
+	}
+	s.Reason, s.Message = reason, message
+	for _, list := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses} {
+		for i := range list {
+			if w := list[i].State.Waiting; w != nil {
+				w.Reason, w.Message = "Blocked", ""
+			}
+		}
+	}
+	m.mu.Lock()
+	prev, had := m.last[p.UID]
+	m.mu.Unlock()
+	if !had || prev.Reason != reason || prev.Message != message {
+		m.Event(p, v1.EventTypeWarning, reason, message)
+	}
+	m.publish(p, s)
+}
+
 // Refused publishes a pod the admit chain turned down: phase Failed with
 // the handler's reason and message, as the kubelet reports it.
 func (m *Manager) Refused(p *v1.Pod, reason, message string) {

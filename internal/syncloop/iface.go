@@ -45,6 +45,9 @@ type StatusSink interface {
 	Admitted(p *v1.Pod, st *pod.RuntimeStatus)
 	// Refused reports a pod the admit chain refused.
 	Refused(p *v1.Pod, reason, message string)
+	// Blocked reports a pod the run chain keeps from running: Pending,
+	// with the reason, its containers waiting as Blocked.
+	Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message string)
 	// Terminating reports that a pod's removal began.
 	Terminating(p *v1.Pod, gracePeriod int64)
 	// RuntimeHealth reports a change of the runtime's (or the PLEG's)

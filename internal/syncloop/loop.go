@@ -25,7 +25,11 @@ type Config struct {
 	Runtime      Runtime
 	PLEG         PLEG
 	Admit        admit.Chain
-	Status       StatusSink
+	// Run is the run chain (the kubelet's canRunPod): a pod it refuses is
+	// kept Pending with the reason, its containers stopped, and judged
+	// again at each sync.
+	Run    admit.Chain
+	Status StatusSink
 	// Prober, if set, probes containers; a changed verdict syncs the pod
 	// at once (a failed liveness probe restarts the container, readiness
 	// reaches the status).
@@ -42,10 +46,7 @@ type Config struct {
 	// what woke it: config, pleg, sync, housekeeping) and each pod sync.
 	OnIteration func(kind string, d time.Duration)
 	OnPodSync   func(d time.Duration)
-	// ResolvConf is the host's resolver config, checked once against the
-	// limits pods can be given (default /etc/resolv.conf).
-	ResolvConf string
-	ErrorRetry time.Duration // 2s: retry after a failed status read or kill
+	ErrorRetry  time.Duration // 2s: retry after a failed status read or kill
 	// Housekeeping, if set, is called on every housekeeping tick, once all
 	// sources were seen, from the loop goroutine, with every pod UID that
 	// is desired, being worked on or present in the runtime (backoff GC,
@@ -102,9 +103,6 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.HousekeepingPeriod, 2*time.Second)
 	def(&cfg.ResyncPeriod, 10*time.Second)
 	def(&cfg.ErrorRetry, 2*time.Second)
-	if cfg.ResolvConf == "" {
-		cfg.ResolvConf = "/etc/resolv.conf"
-	}
 	return &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
 		log:         cfg.Logger.Named("syncloop"),
@@ -145,7 +143,7 @@ func (b *unhealthyBackoff) reset() { b.wait = 0 }
 func (l *Loop) Run(ctx context.Context) {
 	l.ctx = ctx
 	defer l.wg.Wait()
-	checkResolvConf(l.cfg.ResolvConf, l.log)
+	l.log.Info("handlers in force", zap.Strings("admit", l.cfg.Admit.Names()), zap.Strings("run", l.cfg.Run.Names()))
 	syncT := l.clock.NewTicker(l.cfg.SyncPeriod)
 	defer syncT.Stop()
 	hkT := l.clock.NewTicker(l.cfg.HousekeepingPeriod)

@@ -113,6 +113,7 @@ type fakeStatus struct {
 	health      chan error
 	removedPods []*v1.Pod // the pods Removed was given, in order
 	terminated  []pod.UID // the pods Terminated was given, in order
+	blocked     chan string
 }
 
 func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
@@ -128,6 +129,9 @@ func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
+}
+func (f *fakeStatus) Blocked(p *v1.Pod, _ *pod.RuntimeStatus, reason, _ string) {
+	f.blocked <- string(p.UID) + " " + reason
 }
 func (f *fakeStatus) Removed(p *v1.Pod) {
 	f.mu.Lock()
@@ -176,7 +180,8 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 		rt:   &fakeRuntime{clock: clk, calls: make(chan call, 100)},
 		pleg: plegtest.New(),
 		status: &fakeStatus{refused: map[pod.UID]string{}, removed: make(chan pod.UID, 100),
-			admitted: make(chan pod.UID, 100), terminating: make(chan pod.UID, 100), health: make(chan error, 100)},
+			admitted: make(chan pod.UID, 100), terminating: make(chan pod.UID, 100), health: make(chan error, 100),
+			blocked: make(chan string, 100)},
 		clock:   clk,
 		updates: make(chan pod.Update, 10),
 		syncC:   make(chan time.Time, 1),
@@ -781,5 +786,37 @@ func TestProbeVerdictSyncsThePod(t *testing.T) {
 	}
 	if uid := recv(t, fp.removed, "prober stopped for the killed pod"); uid != "u1" {
 		t.Fatalf("removed %s", uid)
+	}
+}
+
+// The run chain keeps a pod it refuses from running: no sync, its
+// running containers stopped, its status Blocked; once the chain admits
+// it (here: its spec changed), it syncs.
+func TestRunChainKeepsPodPending(t *testing.T) {
+	r := newRig(t, nil)
+	r.loop.cfg.Run = admit.Chain{admit.HandlerFunc{N: "NoHostNet", F: func(a *admit.Attributes) admit.Result {
+		if a.Pod.Spec.HostNetwork {
+			return admit.Result{Reason: "Forbidden", Message: "no host network here"}
+		}
+		return admit.Result{Admit: true}
+	}}}
+	p := testPod("u1", "a")
+	p.Spec.HostNetwork = true
+	// Adopted while running: the stop comes first.
+	r.clock.Step(time.Millisecond)
+	r.pleg.Publish(r.clock.Now(), &pod.RuntimeStatus{UID: "u1", Name: "a", Namespace: "default",
+		Containers: []*pod.Container{{ID: "c1", Name: "main", State: pod.ContainerRunning}}})
+	r.step(t, add(r, p))
+	if c := r.next(t); c.op != "stop" || c.uid != "u1" {
+		t.Fatalf("got %+v, want stop u1", c)
+	}
+	if got := recv(t, r.status.blocked, "blocked status"); got != "u1 Forbidden" {
+		t.Fatalf("blocked %q", got)
+	}
+	q := p.DeepCopy()
+	q.Spec.HostNetwork = false
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Source: pod.SourceFile, Pods: []*v1.Pod{q}} })
+	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
+		t.Fatalf("got %+v, want sync u1 once the run chain admits it", c)
 	}
 }

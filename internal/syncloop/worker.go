@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/internal/admit"
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
@@ -39,6 +40,9 @@ type worker struct {
 	// stopped: a deleted pod's containers are stopped, its final status
 	// is due. Guarded by mu.
 	stopped bool
+	// blockedBy is the run chain's last refusal reason ("" when it
+	// runs). Worker goroutine only.
+	blockedBy string
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
@@ -176,6 +180,10 @@ func (w *worker) step(ctx context.Context) bool {
 		}
 		return l.workerDone(w)
 	}
+	if r := l.cfg.Run.Admit(&admit.Attributes{Pod: p}); !r.Admit {
+		return w.blocked(syncCtx, ctx, p, st, r)
+	}
+	w.blockedBy = ""
 	res := l.rt.SyncPod(syncCtx, p, st)
 	if syncCtx.Err() != nil && ctx.Err() == nil {
 		return false // cancelled by a removal: the next step kills
@@ -207,4 +215,27 @@ func effectiveGrace(grace int64, p *v1.Pod) int64 {
 		return *p.Spec.TerminationGracePeriodSeconds
 	}
 	return v1.DefaultTerminationGracePeriodSeconds
+}
+
+// blocked handles a pod the run chain refuses: its containers are
+// stopped (not removed), its status shows why, and it is judged again at
+// the next resync or update.
+func (w *worker) blocked(syncCtx, ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, r admit.Result) bool {
+	l := w.loop
+	if w.blockedBy != r.Reason+r.Message {
+		w.log.Warn("pod may not run here; kept Pending", zap.String("reason", r.Reason), zap.String("message", r.Message))
+		w.blockedBy = r.Reason + r.Message
+	}
+	if st.Running() {
+		if err := l.rt.StopPod(syncCtx, p, st, -1); err != nil && ctx.Err() == nil {
+			w.log.Error("stop a pod the run chain refuses", zap.Error(err))
+			l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
+			return false
+		}
+	}
+	if l.status != nil {
+		l.status.Blocked(p, st, r.Reason, r.Message)
+	}
+	l.queue.Replace(w.uid, l.cfg.ResyncPeriod)
+	return false
 }

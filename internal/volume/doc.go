@@ -23,7 +23,10 @@
 //     downwardAPI and projected volumes: each version in a hidden
 //     timestamped directory, published by renaming a ..data symlink,
 //     user-visible names as symlinks into ..data, a no-op when nothing
-//     changed. What goes into the files is package cri's business.
+//     changed. What goes into the files is package podvolumes' business;
+//     so is the pod directory's layout.
+//   - ChildDir, the one-element join that keeps a directory named by a
+//     manifest (a pod UID, a namespace, a container) beneath its root.
 //
 // It does not talk to the runtime. Functions are safe for concurrent use
 // on different targets; callers serialise work on one pod.

@@ -1,4 +1,4 @@
-package cri
+package downward
 
 import (
 	"runtime"
@@ -22,7 +22,7 @@ func TestFormatMap(t *testing.T) {
 }
 
 func TestResourceValue(t *testing.T) {
-	r := &Runtime{cfg: Config{RootDir: t.TempDir()}}
+	n := Node{RootDir: t.TempDir()}
 	c := &v1.Container{Name: "app", Resources: v1.ResourceRequirements{
 		Limits: v1.ResourceList{
 			v1.ResourceCPU:                   resource.MustParse("1500m"),
@@ -68,36 +68,70 @@ func TestResourceValue(t *testing.T) {
 			if tt.divisor != "" {
 				fs.Divisor = resource.MustParse(tt.divisor)
 			}
-			got, err := r.resourceValue(pod, c, fs)
+			got, err := n.ResourceValue(pod, c, fs)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("resourceValue() = %q, %v; want error %q", got, err, tt.wantErr)
+					t.Fatalf("ResourceValue() = %q, %v; want error %q", got, err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("resourceValue() error = %v", err)
+				t.Fatalf("ResourceValue() error = %v", err)
 			}
 			if tt.want == "" {
 				// From the host: only check it is a positive number.
 				if n, err := strconv.ParseInt(got, 10, 64); err != nil || n <= 0 {
-					t.Errorf("resourceValue() = %q, want a positive size", got)
+					t.Errorf("ResourceValue() = %q, want a positive size", got)
 				}
 				return
 			}
 			if got != tt.want {
-				t.Errorf("resourceValue() = %q, want %q", got, tt.want)
+				t.Errorf("ResourceValue() = %q, want %q", got, tt.want)
 			}
 		})
 	}
 	// No memory limit anywhere: the node's memory, in bytes.
 	bare := &v1.Container{Name: "bare"}
-	got, err := r.resourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.memory"})
+	got, err := n.ResourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.memory"})
 	if n, perr := strconv.ParseInt(got, 10, 64); err != nil || perr != nil || n <= 0 {
 		t.Errorf("limits.memory without a limit = %q, %v; want the node's memory", got, err)
 	}
-	got, err = r.resourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.cpu"})
+	got, err = n.ResourceValue(p, bare, &v1.ResourceFieldSelector{Resource: "limits.cpu"})
 	if err != nil || got != strconv.Itoa(runtime.NumCPU()) {
 		t.Errorf("limits.cpu without a limit = %q, %v; want %d", got, err, runtime.NumCPU())
+	}
+}
+
+func TestFieldValue(t *testing.T) {
+	n := Node{IP: "192.168.1.10"}
+	p := &v1.Pod{}
+	p.Name, p.Namespace, p.UID = "web", "default", "uid-1"
+	p.Labels = map[string]string{"app": "web"}
+	p.Spec.NodeName = "node1"
+	tests := []struct {
+		name, path, want, wantErr string
+	}{
+		{name: "name", path: "metadata.name", want: "web"},
+		{name: "uid", path: "metadata.uid", want: "uid-1"},
+		{name: "node", path: "spec.nodeName", want: "node1"},
+		{name: "pod IP", path: "status.podIP", want: "10.88.0.5"},
+		{name: "host IP", path: "status.hostIP", want: "192.168.1.10"},
+		{name: "all labels", path: "metadata.labels", want: `app="web"`},
+		{name: "one label", path: "metadata.labels['app']", want: "web"},
+		{name: "unsupported", path: "status.phase", wantErr: `unsupported fieldPath "status.phase"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := n.FieldValue(p, tt.path, "10.88.0.5")
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("FieldValue() = %q, %v; want error %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("FieldValue() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package cri
+package podvolumes
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const (
 	pluginProjected   = "kubernetes.io~projected"
 )
 
-// mountsFor prepares the pod's volumes a container mounts and returns the
+// Mounts prepares the pod's volumes a container mounts and returns the
 // CRI mounts. emptyDir lives under the pod directory; hostPath honours its
 // type; configMap, secret, downwardAPI and projected volumes are rendered
 // (renderVolume) and always mounted read-only, as the kubelet mounts
@@ -33,42 +33,46 @@ const (
 // resolved beneath its volume without following a symlink out of it and
 // bind-mounted under the pod directory (package volume); the runtime gets
 // that bind mount, never the joined path. Other volume kinds need a
-// plugin and are a CreateContainerConfigError.
-func (r *Runtime) mountsFor(ctx context.Context, p *v1.Pod, c *v1.Container, env []string, podIP string) ([]*runtimeapi.Mount, error) {
+// plugin and are an error (the caller's CreateContainerConfigError).
+//
+// expand expands a subPathExpr with the container's environment; podIP
+// is the pod's IP for the downward API. Called before every container
+// start, by the pod's worker.
+func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP string, expand func(string) string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range p.Spec.Volumes {
 		vols[p.Spec.Volumes[i].Name] = &p.Spec.Volumes[i]
 	}
 	var mounts []*runtimeapi.Mount
-	for i, m := range c.VolumeMounts {
-		v := vols[m.Name]
+	for i, vm := range c.VolumeMounts {
+		v := vols[vm.Name]
 		if v == nil {
-			return nil, fmt.Errorf("volume %q not found", m.Name)
+			return nil, fmt.Errorf("volume %q not found", vm.Name)
 		}
-		host, readOnly, err := r.volumePath(ctx, p, v, podIP)
+		host, readOnly, err := m.volumePath(ctx, p, v, podIP)
 		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", m.Name, err)
+			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 		}
-		sub := m.SubPath
-		if m.SubPathExpr != "" {
-			sub = expand(m.SubPathExpr, envMap(env))
+		sub := vm.SubPath
+		if vm.SubPathExpr != "" {
+			sub = expand(vm.SubPathExpr)
 		}
 		if sub != "" {
 			// Every element is validated (volume and container names are
-			// DNS labels, the UID a plain token, childDir keeps the pod
+			// DNS labels, the UID a plain token, ChildDir keeps the pod
 			// directory beneath its root) and volume-subpaths is never
 			// mounted into a container, so no container can plant a
 			// symlink on this path.
-			target := filepath.Join(r.PodDir(string(p.UID)), "volume-subpaths", m.Name, c.Name, strconv.Itoa(i))
+			target := filepath.Join(m.Dir(p.UID), "volume-subpaths", vm.Name, c.Name, strconv.Itoa(i))
 			if err := volume.BindSubPath(host, sub, target); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", m.Name, err)
+				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 			}
 			host = target
 		}
 		mounts = append(mounts, &runtimeapi.Mount{
-			ContainerPath: m.MountPath,
+			ContainerPath: vm.MountPath,
 			HostPath:      host,
-			Readonly:      m.ReadOnly || readOnly,
+			Readonly:      vm.ReadOnly || readOnly,
 		})
 	}
 	return mounts, nil
@@ -76,21 +80,21 @@ func (r *Runtime) mountsFor(ctx context.Context, p *v1.Pod, c *v1.Container, env
 
 // volumePath prepares one volume and returns its host path and whether it
 // must be mounted read-only whatever the mount says.
-func (r *Runtime) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
+func (m *Manager) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
 	switch {
 	case v.EmptyDir != nil:
-		dir, err := volume.EmptyDir(r.PodDir(string(p.UID)), v.Name)
+		dir, err := volume.EmptyDir(m.Dir(p.UID), v.Name)
 		return dir, false, err
 	case v.HostPath != nil:
 		return v.HostPath.Path, false, volume.CheckHostPath(v.HostPath)
 	case isRendered(v):
-		dir, _, err := r.renderVolume(ctx, p, v, podIP)
+		dir, _, err := m.renderVolume(ctx, p, v, podIP)
 		if err != nil && apiUnreachable(err) {
 			// The API server does not answer (a missing object is an
 			// answer, and stays an error): a container (re)started
 			// meanwhile gets the volume's last content, when it has one.
-			if last := r.renderedDir(p, v); last != "" && volume.HasContent(last) {
-				r.log.Warn("API server unreachable; volume keeps its last content", zap.String("pod", p.Namespace+"/"+p.Name),
+			if last := m.renderedDir(p, v); last != "" && volume.HasContent(last) {
+				m.log.Warn("API server unreachable; volume keeps its last content", zap.String("pod", p.Namespace+"/"+p.Name),
 					zap.String("volume", v.Name), zap.Error(err))
 				return last, true, nil
 			}
@@ -110,7 +114,7 @@ func isRendered(v *v1.Volume) bool {
 // volume into <pod>/volumes/<plugin>/<name> with volume.WriteAtomic and
 // returns that directory and whether the content changed. It is called
 // before every container start and on every sync of a pod with running
-// containers (refreshVolumes), so edits of a ConfigMap or Secret, label
+// containers (Refresh), so edits of a ConfigMap or Secret, label
 // changes and token refreshes reach running containers; an unchanged
 // volume costs a read of its files.
 //
@@ -119,13 +123,13 @@ func isRendered(v *v1.Volume) bool {
 // (0750 up to the volume, so only root on the host reads them) and
 // removes them with the pod. A tmpfs would need a mount per volume that
 // every removal path must unmount first; not done yet.
-func (r *Runtime) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
-	plugin, files, err := r.volumeFiles(ctx, p, v, podIP)
+func (m *Manager) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
+	plugin, files, err := m.volumeFiles(ctx, p, v, podIP)
 	if err != nil {
 		return "", false, err
 	}
-	dir := childDir(filepath.Join(r.PodDir(string(p.UID)), "volumes", plugin), v.Name)
-	changed, err := volume.WriteAtomic(dir, files, r.cfg.Clock.Now())
+	dir := volume.ChildDir(filepath.Join(m.Dir(p.UID), "volumes", plugin), v.Name)
+	changed, err := volume.WriteAtomic(dir, files, m.cfg.Clock.Now())
 	if err != nil {
 		return "", false, fmt.Errorf("write volume: %w", err)
 	}
@@ -152,7 +156,7 @@ func apiUnreachable(err error) bool {
 
 // renderedDir is where a rendered volume's content lives ("" for other
 // kinds).
-func (r *Runtime) renderedDir(p *v1.Pod, v *v1.Volume) string {
+func (m *Manager) renderedDir(p *v1.Pod, v *v1.Volume) string {
 	plugin := ""
 	switch {
 	case v.ConfigMap != nil:
@@ -166,50 +170,50 @@ func (r *Runtime) renderedDir(p *v1.Pod, v *v1.Volume) string {
 	default:
 		return ""
 	}
-	return childDir(filepath.Join(r.PodDir(string(p.UID)), "volumes", plugin), v.Name)
+	return volume.ChildDir(filepath.Join(m.Dir(p.UID), "volumes", plugin), v.Name)
 }
 
 // volumeFiles builds a rendered volume's content and names its plugin
 // directory. Without an API server only downward API content can be
 // built.
-func (r *Runtime) volumeFiles(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, map[string]volume.File, error) {
+func (m *Manager) volumeFiles(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, map[string]volume.File, error) {
 	files := map[string]volume.File{}
 	switch {
 	case v.ConfigMap != nil:
 		src := v.ConfigMap
-		if r.cfg.Objects == nil {
+		if m.cfg.Objects == nil {
 			return "", nil, fmt.Errorf("configMap volumes need an API server: %w", errStandalone)
 		}
 		optional := src.Optional != nil && *src.Optional
-		cm, err := r.getConfigMap(ctx, p.Namespace, src.Name, optional)
+		cm, err := m.getConfigMap(ctx, p.Namespace, src.Name, optional)
 		if err == nil {
 			err = configMapFiles(cm, src.Items, modeOr(src.DefaultMode, v1.ConfigMapVolumeSourceDefaultMode), optional, files)
 		}
 		return pluginConfigMap, files, err
 	case v.Secret != nil:
 		src := v.Secret
-		if r.cfg.Objects == nil {
+		if m.cfg.Objects == nil {
 			return "", nil, fmt.Errorf("secret volumes need an API server: %w", errStandalone)
 		}
 		optional := src.Optional != nil && *src.Optional
-		s, err := r.getSecret(ctx, p.Namespace, src.SecretName, optional)
+		s, err := m.getSecret(ctx, p.Namespace, src.SecretName, optional)
 		if err == nil {
 			err = secretFiles(s, src.Items, modeOr(src.DefaultMode, v1.SecretVolumeSourceDefaultMode), optional, files)
 		}
 		return pluginSecret, files, err
 	case v.DownwardAPI != nil:
 		src := v.DownwardAPI
-		err := r.downwardFiles(p, src.Items, modeOr(src.DefaultMode, v1.DownwardAPIVolumeSourceDefaultMode), podIP, files)
+		err := m.downwardFiles(p, src.Items, modeOr(src.DefaultMode, v1.DownwardAPIVolumeSourceDefaultMode), podIP, files)
 		return pluginDownwardAPI, files, err
 	case v.Projected != nil:
-		if r.cfg.Objects == nil {
+		if m.cfg.Objects == nil {
 			for _, s := range v.Projected.Sources {
 				if s.DownwardAPI == nil {
 					return "", nil, fmt.Errorf("projected volumes with sources other than downwardAPI need an API server: %w", errStandalone)
 				}
 			}
 		}
-		files, err := r.projectedFiles(ctx, p, v.Projected, podIP)
+		files, err := m.projectedFiles(ctx, p, v.Projected, podIP)
 		return pluginProjected, files, err
 	}
 	return "", nil, errors.New("not a rendered volume")
@@ -223,13 +227,15 @@ func modeOr(m *int32, def int32) int32 {
 	return def
 }
 
-// refreshVolumes re-renders the rendered volumes that running containers
-// of the pod's sandbox mount, so that they see ConfigMap and Secret edits,
+// Refresh re-renders the rendered volumes that running containers of the
+// pod's sandbox (st's containers in sandboxID) mount, so that they see ConfigMap and Secret edits,
 // new labels and fresh tokens (the kubelet's volume manager remounts
 // these volumes periodically for the same reason). Errors are logged: the
 // running containers keep the last content; a container about to start
 // renders its volumes again and reports the error as its waiting reason.
-func (r *Runtime) refreshVolumes(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, sandboxID, podIP string, log *zap.Logger) {
+// log is the pod worker's logger. Called on every sync of the pod, by its
+// worker.
+func (m *Manager) Refresh(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, sandboxID, podIP string, log *zap.Logger) {
 	mounted := map[string]bool{}
 	for _, rc := range st.Containers {
 		if rc.SandboxID != sandboxID || rc.State != pod.ContainerRunning {
@@ -239,8 +245,8 @@ func (r *Runtime) refreshVolumes(ctx context.Context, p *v1.Pod, st *pod.Runtime
 		if c == nil {
 			continue
 		}
-		for _, m := range c.VolumeMounts {
-			mounted[m.Name] = true
+		for _, vm := range c.VolumeMounts {
+			mounted[vm.Name] = true
 		}
 	}
 	if len(mounted) == 0 {
@@ -251,7 +257,7 @@ func (r *Runtime) refreshVolumes(ctx context.Context, p *v1.Pod, st *pod.Runtime
 		if !mounted[v.Name] || !isRendered(v) {
 			continue
 		}
-		_, changed, err := r.renderVolume(ctx, p, v, podIP)
+		_, changed, err := m.renderVolume(ctx, p, v, podIP)
 		if err != nil {
 			log.Warn("refresh volume failed; running containers keep its last content", zap.String("volume", v.Name), zap.Error(err))
 			continue

@@ -1,4 +1,4 @@
-package cri
+package podvolumes
 
 import (
 	"bytes"
@@ -14,7 +14,19 @@ import (
 // etcHostsPath is where containers find their hosts file.
 const etcHostsPath = "/etc/hosts"
 
-// hostsMount writes the pod's hosts file, <pod>/etc-hosts, and returns
+// Hosts is what a pod's hosts file takes from outside its spec.
+type Hosts struct {
+	// Hostname is the pod's hostname, as its sandbox has it.
+	Hostname string
+	// ClusterDomain is the cluster's DNS domain: a pod with a
+	// spec.subdomain finds <hostname>.<subdomain>.<namespace>.svc.<domain>.
+	ClusterDomain string
+	// NodeFile is the node's hosts file, which host-network pods get a
+	// copy of.
+	NodeFile string
+}
+
+// HostsMount writes the pod's hosts file, <pod>/etc-hosts, and returns
 // its mount at /etc/hosts, as the kubelet's makeMounts does: nil when the
 // container mounts a volume at /etc/hosts itself, or when a pod on the
 // pod network has no IP yet (the runtime's own file then stays). A pod on
@@ -24,16 +36,17 @@ const etcHostsPath = "/etc/hosts"
 //
 // The file is rewritten before every container start, and only when its
 // content changed, in place: running containers bind-mount it by inode
-// and see the same file.
-func (r *Runtime) hostsMount(p *v1.Pod, c *v1.Container, podIP string) (*runtimeapi.Mount, error) {
-	for _, m := range c.VolumeMounts {
-		if filepath.Clean(m.MountPath) == etcHostsPath {
+// and see the same file. Called before every container start, by the
+// pod's worker.
+func (m *Manager) HostsMount(p *v1.Pod, c *v1.Container, podIP string, h Hosts) (*runtimeapi.Mount, error) {
+	for _, vm := range c.VolumeMounts {
+		if filepath.Clean(vm.MountPath) == etcHostsPath {
 			return nil, nil
 		}
 	}
 	var content []byte
 	if p.Spec.HostNetwork {
-		node, err := os.ReadFile(r.cfg.NodeHostsFile)
+		node, err := os.ReadFile(h.NodeFile)
 		if err != nil {
 			return nil, fmt.Errorf("read the node's hosts file: %w", err)
 		}
@@ -42,9 +55,9 @@ func (r *Runtime) hostsMount(p *v1.Pod, c *v1.Container, podIP string) (*runtime
 		if podIP == "" {
 			return nil, nil
 		}
-		content = managedHostsContent([]string{podIP}, podHostname(p), podDomain(p, r.cfg.ClusterDomain), p.Spec.HostAliases)
+		content = managedHostsContent([]string{podIP}, h.Hostname, podDomain(p, h.ClusterDomain), p.Spec.HostAliases)
 	}
-	dir := r.PodDir(string(p.UID))
+	dir := m.Dir(p.UID)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create pod directory: %w", err)
 	}

@@ -1,0 +1,33 @@
+package admit
+
+import (
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// CPUAllocator reserves a pod's exclusive CPUs, all or none
+// (cpumanager.Manager). It is idempotent for an admitted pod; an error
+// may carry its refusal reason with a Reason() string method.
+type CPUAllocator interface {
+	Allocate(p *v1.Pod) error
+}
+
+// CPUs refuses a pod whose exclusive CPUs cannot be allocated (the
+// kubelet's CPU manager admission, through its topology manager): reason
+// from the error (SMTAlignmentError), else UnexpectedAdmissionError. It
+// allocates as it admits, so it comes last in the chain.
+func CPUs(a CPUAllocator) Handler {
+	return HandlerFunc{N: "CPUManager", F: func(at *Attributes) Result {
+		err := a.Allocate(at.Pod)
+		if err == nil {
+			return Result{Admit: true}
+		}
+		reason := "UnexpectedAdmissionError"
+		var r interface{ Reason() string }
+		if errors.As(err, &r) {
+			reason = r.Reason()
+		}
+		return Result{Reason: reason, Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
+	}}
+}

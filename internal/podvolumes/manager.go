@@ -1,0 +1,88 @@
+package podvolumes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/downward"
+	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/volume"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// RootDir holds the pod directories: <RootDir>/pods/<uid>. Its
+	// filesystem's size is also the node's allocatable ephemeral storage
+	// that the downward API reports.
+	RootDir string
+	// NodeIP is status.hostIP for the downward API.
+	NodeIP string
+	// Objects, set in API mode, reads ConfigMaps, Secrets and service
+	// account tokens; nil in standalone mode.
+	Objects Objects
+	// Clock stamps volume versions and ages cached tokens.
+	Clock  clock.PassiveClock
+	Logger *zap.Logger
+}
+
+// Manager owns the pod directories under RootDir and what is in them.
+type Manager struct {
+	cfg    Config
+	log    *zap.Logger
+	node   downward.Node
+	tokens tokenCache // service account tokens of projected volumes
+}
+
+// New validates cfg and returns a Manager.
+func New(cfg Config) (*Manager, error) {
+	if cfg.RootDir == "" || cfg.Clock == nil || cfg.Logger == nil {
+		return nil, errors.New("pod volumes: RootDir, Clock and Logger are required")
+	}
+	// Pod directories are removed by path: work with the root as the
+	// kernel sees it (symlinks resolved), so that mounts beneath it are
+	// recognised as such.
+	cfg.RootDir = volume.Canonical(cfg.RootDir)
+	return &Manager{
+		cfg:  cfg,
+		log:  cfg.Logger.Named("podvolumes"),
+		node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir},
+	}, nil
+}
+
+// Dir is a pod's directory, <RootDir>/pods/<uid>; always directly
+// beneath <RootDir>/pods, whatever the UID (volume.ChildDir).
+func (m *Manager) Dir(uid types.UID) string {
+	return volume.ChildDir(filepath.Join(m.cfg.RootDir, "pods"), string(uid))
+}
+
+// Cleanup removes the pod directories whose pod UID is not in active
+// (pods known to the agent or present in the runtime): what a crash or a
+// removal behind the agent's back left. Nothing beneath a directory is
+// deleted while something is mounted there (volume.RemoveAll). Errors
+// are logged; the next call tries again. Called from housekeeping, never
+// concurrently with itself.
+func (m *Manager) Cleanup(active map[pod.UID]bool) {
+	root := filepath.Join(m.cfg.RootDir, "pods")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !active[pod.UID(e.Name())] {
+			m.removeDir(filepath.Join(root, e.Name()))
+		}
+	}
+}
+
+func (m *Manager) removeDir(dir string) {
+	if err := volume.RemoveAll(dir); err != nil {
+		m.log.Warn("remove directory of a gone pod", zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	m.log.Info("removed directory of a gone pod", zap.String("dir", dir))
+}

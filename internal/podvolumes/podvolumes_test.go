@@ -1,0 +1,295 @@
+package podvolumes_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
+)
+
+// objects is a fake podvolumes.Objects: ConfigMaps by name in namespace
+// "default", tokens numbered in request order, expiring after the
+// requested lifetime.
+type objects struct {
+	clock      *testclock.FakeClock
+	configMaps map[string]*v1.ConfigMap
+	tokenErr   error
+	tokens     int
+}
+
+func (o *objects) ConfigMap(_ context.Context, ns, name string) (*v1.ConfigMap, error) {
+	if cm, ok := o.configMaps[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (o *objects) Secret(_ context.Context, _, name string) (*v1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (o *objects) ServiceAccountToken(_ context.Context, _ *v1.Pod, audience string, seconds int64) (string, time.Time, error) {
+	if o.tokenErr != nil {
+		return "", time.Time{}, o.tokenErr
+	}
+	o.tokens++
+	return fmt.Sprintf("token-%d-%s", o.tokens, audience), o.clock.Now().Add(time.Duration(seconds) * time.Second), nil
+}
+
+type harness struct {
+	root  string
+	clock *testclock.FakeClock
+	objs  *objects
+	m     *podvolumes.Manager
+}
+
+// newHarness returns a Manager over a fresh root; objs nil is
+// standalone mode.
+func newHarness(t *testing.T, api bool) *harness {
+	t.Helper()
+	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := &harness{root: t.TempDir(), clock: clk}
+	cfg := podvolumes.Config{RootDir: h.root, NodeIP: "192.168.1.10", Clock: clk, Logger: zaptest.NewLogger(t)}
+	if api {
+		h.objs = &objects{clock: clk, configMaps: map[string]*v1.ConfigMap{}}
+		cfg.Objects = h.objs
+	}
+	m, err := podvolumes.New(cfg)
+	if err != nil {
+		t.Fatalf("New() error = %v", err)
+	}
+	h.m = m
+	return h
+}
+
+func volPod(vols []v1.Volume, mounts []v1.VolumeMount) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-1", Labels: map[string]string{"app": "web"}},
+		Spec: v1.PodSpec{
+			Volumes:    vols,
+			Containers: []v1.Container{{Name: "app", VolumeMounts: mounts}},
+		},
+	}
+	return p
+}
+
+func noExpand(s string) string { return s }
+
+// read reads a rendered volume's file as a container sees it.
+func read(t *testing.T, dir, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("read %s: %v", name, err)
+	}
+	return string(b)
+}
+
+func TestNewRequiresConfig(t *testing.T) {
+	if _, err := podvolumes.New(podvolumes.Config{RootDir: t.TempDir()}); err == nil {
+		t.Fatal("New() without Clock and Logger succeeded")
+	}
+}
+
+// A pod directory is always beneath its root, whatever UID a pod claims.
+func TestDirStaysBeneathRoot(t *testing.T) {
+	h := newHarness(t, false)
+	for _, uid := range []string{"..", ".", "../../etc", "a/b", "", "x\x00y"} {
+		dir := h.m.Dir(pod.UID(uid))
+		if filepath.Dir(dir) != filepath.Join(h.root, "pods") {
+			t.Errorf("Dir(%q) = %s, not directly beneath %s/pods", uid, dir, h.root)
+		}
+	}
+	if got := h.m.Dir("abc-123"); got != filepath.Join(h.root, "pods", "abc-123") {
+		t.Errorf("Dir(abc-123) = %s", got)
+	}
+}
+
+// Cleanup deletes the pod directories of pods that are not active.
+func TestCleanup(t *testing.T) {
+	h := newHarness(t, false)
+	for _, uid := range []string{"keep", "gone"} {
+		if err := os.MkdirAll(filepath.Join(h.root, "pods", uid, "volumes"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.m.Cleanup(map[pod.UID]bool{"keep": true})
+	for uid, want := range map[string]bool{"keep": true, "gone": false} {
+		_, err := os.Stat(filepath.Join(h.root, "pods", uid))
+		if got := err == nil; got != want {
+			t.Errorf("pod directory %s exists = %v, want %v", uid, got, want)
+		}
+	}
+}
+
+func TestMounts(t *testing.T) {
+	h := newHarness(t, true)
+	h.objs.configMaps["default/cfg"] = &v1.ConfigMap{Data: map[string]string{"a": "alpha", "b": "beta"}}
+	p := volPod([]v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+			LocalObjectReference: v1.LocalObjectReference{Name: "cfg"},
+			Items:                []v1.KeyToPath{{Key: "a", Path: "conf/a.txt", Mode: ptr.To[int32](0o600)}}}}},
+		{Name: "info", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+			{Path: "host", FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.hostIP"}},
+			{Path: "ip", FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}},
+		}}}},
+	}, []v1.VolumeMount{
+		{Name: "scratch", MountPath: "/scratch"},
+		{Name: "cfg", MountPath: "/etc/cfg"},
+		{Name: "info", MountPath: "/info", ReadOnly: true},
+	})
+	got, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "10.88.0.5", noExpand)
+	if err != nil {
+		t.Fatalf("Mounts() error = %v", err)
+	}
+	dir := filepath.Join(h.root, "pods", "uid-1", "volumes")
+	want := []string{
+		"/scratch " + filepath.Join(dir, "kubernetes.io~empty-dir", "scratch") + " rw",
+		"/etc/cfg " + filepath.Join(dir, "kubernetes.io~configmap", "cfg") + " ro",
+		"/info " + filepath.Join(dir, "kubernetes.io~downward-api", "info") + " ro",
+	}
+	var gotS []string
+	for _, m := range got {
+		mode := "rw"
+		if m.Readonly {
+			mode = "ro"
+		}
+		gotS = append(gotS, m.ContainerPath+" "+m.HostPath+" "+mode)
+	}
+	if diff := cmp.Diff(want, gotS); diff != "" {
+		t.Fatalf("mounts (-want +got):\n%s", diff)
+	}
+	if s := read(t, got[1].HostPath, "conf/a.txt"); s != "alpha" {
+		t.Errorf("conf/a.txt = %q", s)
+	}
+	for name, want := range map[string]string{"labels": `app="web"`, "host": "192.168.1.10", "ip": "10.88.0.5"} {
+		if s := read(t, got[2].HostPath, name); s != want {
+			t.Errorf("%s = %q, want %q", name, s, want)
+		}
+	}
+}
+
+func TestMountsErrors(t *testing.T) {
+	cfg := v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "x"}}}
+	tests := []struct {
+		name    string
+		api     bool
+		source  v1.VolumeSource
+		wantErr string
+	}{
+		{name: "configMap standalone", source: cfg,
+			wantErr: `volume "v": configMap volumes need an API server: nodeagent runs standalone (no --kubeconfig)`},
+		{name: "secret standalone", source: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "x"}},
+			wantErr: `volume "v": secret volumes need an API server: nodeagent runs standalone (no --kubeconfig)`},
+		{name: "projected token standalone", source: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}},
+			wantErr: `volume "v": projected volumes with sources other than downwardAPI need an API server: nodeagent runs standalone (no --kubeconfig)`},
+		{name: "missing configMap", api: true, source: cfg, wantErr: `volume "v": configmap "x" not found`},
+		{name: "persistentVolumeClaim", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
+			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI and projected are)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.api)
+			p := volPod([]v1.Volume{{Name: "v", VolumeSource: tt.source}}, []v1.VolumeMount{{Name: "v", MountPath: "/v"}})
+			_, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", noExpand)
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("Mounts() error = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// Refresh re-renders the volumes that running containers of the sandbox
+// mount, and only those; a token is asked for again after 80% of its
+// life, and a failed refresh keeps the cached one while it is valid.
+func TestRefresh(t *testing.T) {
+	h := newHarness(t, true)
+	token := v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+		{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](600)}}}}}
+	p := volPod([]v1.Volume{
+		{Name: "tok", VolumeSource: token},
+		{Name: "unmounted", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
+	}, []v1.VolumeMount{{Name: "tok", MountPath: "/var/run/secrets/token"}})
+	log := zaptest.NewLogger(t)
+	mounts, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", noExpand)
+	if err != nil {
+		t.Fatalf("Mounts() error = %v", err)
+	}
+	dir := mounts[0].HostPath
+	running := &pod.RuntimeStatus{UID: p.UID, Containers: []*pod.Container{{Name: "app", SandboxID: "sb1", State: pod.ContainerRunning}}}
+	check := func(step, want string, requests int) {
+		t.Helper()
+		h.m.Refresh(context.Background(), p, running, "sb1", "", log)
+		if got := read(t, dir, "token"); got != want {
+			t.Errorf("%s: token = %q, want %q", step, got, want)
+		}
+		if h.objs.tokens != requests {
+			t.Errorf("%s: %d token requests, want %d", step, h.objs.tokens, requests)
+		}
+	}
+	check("fresh", "token-1-", 1)
+	h.clock.Step(7 * time.Minute) // < 80% of 600s
+	check("before 80%", "token-1-", 1)
+	h.clock.Step(2 * time.Minute)
+	check("after 80%", "token-2-", 2)
+	h.objs.tokenErr = errors.New("apiserver down")
+	h.clock.Step(9 * time.Minute) // due, still valid
+	check("refresh failing", "token-2-", 2)
+	if _, err := os.Stat(filepath.Join(h.root, "pods", "uid-1", "volumes", "kubernetes.io~downward-api")); !os.IsNotExist(err) {
+		t.Errorf("a volume no container mounts was rendered: %v", err)
+	}
+	// A container of another sandbox, or not running, refreshes nothing.
+	h.objs.tokenErr = nil
+	h.clock.Step(time.Hour)
+	h.m.Refresh(context.Background(), p, running, "sb2", "", log)
+	if h.objs.tokens != 2 {
+		t.Errorf("refresh for another sandbox asked for a token")
+	}
+}
+
+func TestHostsMount(t *testing.T) {
+	h := newHarness(t, false)
+	p := volPod(nil, nil)
+	p.Spec.Subdomain = "svc"
+	p.Spec.HostAliases = []v1.HostAlias{{IP: "10.1.2.3", Hostnames: []string{"db", "db.local"}}}
+	hosts := podvolumes.Hosts{Hostname: "web", ClusterDomain: "corp.example"}
+	if m, err := h.m.HostsMount(p, &p.Spec.Containers[0], "", hosts); m != nil || err != nil {
+		t.Fatalf("HostsMount() without a pod IP = %v, %v; want none", m, err)
+	}
+	m, err := h.m.HostsMount(p, &p.Spec.Containers[0], "10.88.0.5", hosts)
+	if err != nil {
+		t.Fatalf("HostsMount() error = %v", err)
+	}
+	if want := filepath.Join(h.root, "pods", "uid-1", "etc-hosts"); m.ContainerPath != "/etc/hosts" || m.HostPath != want || m.Readonly {
+		t.Errorf("mount = %v, want %s at /etc/hosts read-write", m, want)
+	}
+	b, err := os.ReadFile(m.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"10.88.0.5\tweb.svc.default.svc.corp.example\tweb\n", "10.1.2.3\tdb\tdb.local\n"} {
+		if !strings.Contains(string(b), line) {
+			t.Errorf("hosts file lacks %q:\n%s", line, b)
+		}
+	}
+}
