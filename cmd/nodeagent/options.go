@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	kubeletapis "k8s.io/kubelet/pkg/apis"
+	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeagent/nodeagent/internal/node"
@@ -46,42 +47,60 @@ type options struct {
 	cniGCPeriod              time.Duration
 	cpuManagerPolicy         string
 	reservedCPUs             string
-	nodeLabels               kvFlag
-	maxRestartBackoff        time.Duration
-	eventedPLEG              bool
-	manifestPermissions      string
-	healthzBindAddress       string
-	healthzPort              int
-	clusterDomain            string
-	clusterDNS               []string
-	allowPrivileged          bool
-	allowedUnsafeSysctls     []string
-	hostNetworkSources       []string
-	hostPIDSources           []string
-	hostIPCSources           []string
-	resolvConf               string
-	seccompDefault           bool
-	verbosity                int
+	// CPU manager (internal/cpumanager): options, reconcile period, and
+	// --reserved-cpus parsed by validate.
+	cpuManagerPolicyOptions   kvFlag
+	cpuManagerReconcilePeriod time.Duration
+	reservedCPUSet            cpuset.CPUSet
+	nodeLabels                kvFlag
+	maxRestartBackoff         time.Duration
+	eventedPLEG               bool
+	manifestPermissions       string
+	healthzBindAddress        string
+	healthzPort               int
+	clusterDomain             string
+	clusterDNS                []string
+	allowPrivileged           bool
+	allowedUnsafeSysctls      []string
+	hostNetworkSources        []string
+	hostPIDSources            []string
+	hostIPCSources            []string
+	resolvConf                string
+	seccompDefault            bool
+	verbosity                 int
 
 	// API mode.
-	kubeconfig                string
-	bootstrapKubeconfig       string
-	certDir                   string
-	rotateCertificates        bool
-	kubeAPIQPS                float64
-	kubeAPIBurst              int
-	registerNode              bool
-	registerWithTaints        string
-	taints                    []v1.Taint
-	nodeStatusUpdateFrequency time.Duration
-	nodeStatusReportFrequency time.Duration
-	nodeLeaseDurationSeconds  int
-	port                      int
-	kubeReserved              kvFlag
-	systemReserved            kvFlag
-	evictionHard              string
-	reserved                  []v1.ResourceList
-	hardThresholds            []node.Threshold
+	kubeconfig                 string
+	bootstrapKubeconfig        string
+	certDir                    string
+	rotateCertificates         bool
+	kubeAPIQPS                 float64
+	kubeAPIBurst               int
+	registerNode               bool
+	registerWithTaints         string
+	taints                     []v1.Taint
+	nodeStatusUpdateFrequency  time.Duration
+	nodeStatusReportFrequency  time.Duration
+	nodeLeaseDurationSeconds   int
+	port                       int
+	kubeReserved               kvFlag
+	systemReserved             kvFlag
+	evictionHard               string
+	evictionSoft               string
+	evictionSoftGracePeriod    string
+	evictionPressureTransition time.Duration
+	evictionMaxPodGracePeriod  int64
+	evictionMonitoringPeriod   time.Duration
+	softThresholds             []node.Threshold
+	softGrace                  map[string]time.Duration
+	reserved                   []v1.ResourceList
+	hardThresholds             []node.Threshold
+
+	// Pod cgroups (internal/cm).
+	cgroupsPerQOS          bool
+	cgroupRoot             string
+	cgroupDriver           string
+	enforceNodeAllocatable []string
 
 	// Container log rotation (internal/logs); the size is a quantity
 	// string, parsed into containerLogMaxBytes by validate.
@@ -137,6 +156,7 @@ func (f *kvFlag) Set(s string) error {
 
 func newFlagSet(o *options) *flag.FlagSet {
 	o.nodeLabels.sep, o.manifestURLHeader.sep, o.kubeReserved.sep, o.systemReserved.sep = "=", ":", "=", "="
+	o.cpuManagerPolicyOptions.sep = "="
 	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
 	fs.StringVar(&o.configFile, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1); command-line flags override it")
 	fs.StringVar(&o.manifestDir, "manifest-dir", "", "directory of static pod manifests (YAML or JSON)")
@@ -159,8 +179,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config dir the runtime uses (checked at start)")
 	fs.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin dir the runtime uses (checked at start)")
 	fs.DurationVar(&o.cniGCPeriod, "cni-gc-period", 30*time.Second, "period of CNI GC: pod IPs and attachments leaked by crashes, of no ready sandbox of the runtime and older than a minute, are released; 0 disables it")
-	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none")
-	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs reserved for the system (static policy)")
+	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none or static (exclusive CPUs for Guaranteed pods' whole-CPU containers)")
+	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs kept out of exclusive allocation, e.g. 0,1 or 0-1 (static policy; default: ceil of kube + system reserved cpu, lowest CPUs)")
+	fs.Var(&o.cpuManagerPolicyOptions, "cpu-manager-policy-options", "static policy options: full-pcpus-only=true")
+	fs.DurationVar(&o.cpuManagerReconcilePeriod, "cpu-manager-reconcile-period", 10*time.Second, "how often the CPU manager re-applies containers' cpusets")
 	fs.Var(&o.nodeLabels, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the node's kubeconfig: API mode (pods bound to this node, Node object, Lease, statuses, events); written by TLS bootstrap when --bootstrap-kubeconfig is given")
 	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig whose credential may create a CSR for the node's client certificate (TLS bootstrap)")
@@ -176,6 +198,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.port, "port", 10250, "the node server's port, published in the Node's daemonEndpoints")
 	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
 	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
+	fs.StringVar(&o.evictionSoft, "eviction-soft", "", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
+	fs.StringVar(&o.evictionSoftGracePeriod, "eviction-soft-grace-period", "", "signal=duration,… for each --eviction-soft threshold")
+	fs.DurationVar(&o.evictionPressureTransition, "eviction-pressure-transition-period", 5*time.Minute, "how long a pressure condition stays after its threshold was last crossed")
+	fs.Int64Var(&o.evictionMaxPodGracePeriod, "eviction-max-pod-grace-period", 0, "most grace (seconds) a pod evicted for a soft threshold gets; 0: its own")
+	fs.DurationVar(&o.evictionMonitoringPeriod, "eviction-monitoring-period", 10*time.Second, "how often the node's signals are read and at most one pod evicted (the kubelet's housekeeping period; not a kubelet flag)")
 	fs.StringVar(&o.evictionHard, "eviction-hard", node.DefaultEvictionHard, "hard eviction thresholds, subtracted from capacity for allocatable")
 	fs.DurationVar(&o.maxRestartBackoff, "max-container-restart-period", 300*time.Second, "cap of the CrashLoopBackOff delay")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", true, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
@@ -199,6 +226,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.Func("host-network-sources", "pod sources (file, http, api; * for all) whose pods may use the host's network namespace", list(&o.hostNetworkSources, []string{"*"}))
 	fs.Func("host-pid-sources", "pod sources whose pods may use the host's PID namespace", list(&o.hostPIDSources, []string{"*"}))
 	fs.Func("host-ipc-sources", "pod sources whose pods may use the host's IPC namespace", list(&o.hostIPCSources, []string{"*"}))
+	fs.BoolVar(&o.cgroupsPerQOS, "cgroups-per-qos", true, "make the kubelet's cgroup hierarchy: kubepods, its burstable and besteffort tiers and a cgroup per pod with the pod's limits, the runtime's cgroup parent for the pod; false: the runtime's default cgroups")
+	fs.StringVar(&o.cgroupRoot, "cgroup-root", "/", "cgroup under which kubepods is made")
+	fs.StringVar(&o.cgroupDriver, "cgroup-driver", "cgroupfs", "cgroup driver (cgroupfs; systemd is refused); the runtime's, when its CRI RuntimeConfig reports one, wins")
+	fs.Func("enforce-node-allocatable", "where node allocatable is enforced: pods (kubepods limited to capacity minus --kube-reserved and --system-reserved), or none", list(&o.enforceNodeAllocatable, []string{"pods"}))
 	fs.Func("cluster-dns", "cluster DNS server IPs (comma-separated) for pods with dnsPolicy ClusterFirst; without, such pods fall back to Default with a MissingClusterDNS event, as the kubelet's", func(v string) error {
 		o.clusterDNS = nil
 		for _, ip := range strings.Split(v, ",") {
@@ -295,6 +326,10 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	str("pod-cidr", &o.podCIDR, kc.PodCIDR)
 	str("cpu-manager-policy", &o.cpuManagerPolicy, kc.CPUManagerPolicy)
 	str("reserved-cpus", &o.reservedCPUs, kc.ReservedSystemCPUs)
+	dur("cpu-manager-reconcile-period", &o.cpuManagerReconcilePeriod, kc.CPUManagerReconcilePeriod.Duration)
+	if !set["cpu-manager-policy-options"] && len(kc.CPUManagerPolicyOptions) > 0 {
+		o.cpuManagerPolicyOptions.m = kc.CPUManagerPolicyOptions
+	}
 	str("pod-logs-dir", &o.podLogsDir, kc.PodLogsDir)
 	str("cluster-domain", &o.clusterDomain, kc.ClusterDomain)
 	if !set["resolv-conf"] && kc.ResolverConfig != nil {
@@ -305,6 +340,14 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	}
 	if !set["cluster-dns"] && len(kc.ClusterDNS) > 0 {
 		o.clusterDNS = kc.ClusterDNS
+	}
+	str("cgroup-root", &o.cgroupRoot, kc.CgroupRoot)
+	str("cgroup-driver", &o.cgroupDriver, kc.CgroupDriver)
+	if !set["cgroups-per-qos"] && kc.CgroupsPerQOS != nil {
+		o.cgroupsPerQOS = *kc.CgroupsPerQOS
+	}
+	if !set["enforce-node-allocatable"] && kc.EnforceNodeAllocatable != nil {
+		o.enforceNodeAllocatable = kc.EnforceNodeAllocatable
 	}
 	if !set["seccomp-default"] && kc.SeccompDefault != nil {
 		o.seccompDefault = *kc.SeccompDefault
@@ -408,12 +451,56 @@ func (o *options) validate() error {
 	} else {
 		o.hardThresholds = th
 	}
+	if th, err := node.ParseThresholds(o.evictionSoft); err != nil {
+		errs = append(errs, fmt.Errorf("--eviction-soft: %w", err))
+	} else {
+		o.softThresholds = th
+	}
+	o.softGrace = map[string]time.Duration{}
+	for _, kv := range strings.Split(o.evictionSoftGracePeriod, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("--eviction-soft-grace-period %q: want signal=duration", kv))
+			continue
+		}
+		o.softGrace[k] = d
+	}
+	for _, t := range o.softThresholds {
+		if o.softGrace[t.Signal] <= 0 {
+			errs = append(errs, fmt.Errorf("--eviction-soft %s: no grace period in --eviction-soft-grace-period", t.Signal))
+		}
+	}
 	switch o.cpuManagerPolicy {
-	case "none", "":
-	case "static":
-		errs = append(errs, errors.New("--cpu-manager-policy=static is not built yet; use none"))
+	case "none", "", "static":
 	default:
-		errs = append(errs, fmt.Errorf("--cpu-manager-policy %q: want none", o.cpuManagerPolicy))
+		errs = append(errs, fmt.Errorf("--cpu-manager-policy %q: want none or static", o.cpuManagerPolicy))
+	}
+	if set, err := cpuset.Parse(o.reservedCPUs); err != nil {
+		errs = append(errs, fmt.Errorf("--reserved-cpus %q: want a CPU list such as 0,1 or 0-1", o.reservedCPUs))
+	} else {
+		o.reservedCPUSet = set
+	}
+	if o.cpuManagerReconcilePeriod <= 0 {
+		errs = append(errs, errors.New("--cpu-manager-reconcile-period must be > 0"))
+	}
+	if o.cgroupDriver != "cgroupfs" && o.cgroupDriver != "systemd" {
+		errs = append(errs, fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", o.cgroupDriver))
+	}
+	if !strings.HasPrefix(o.cgroupRoot, "/") {
+		errs = append(errs, fmt.Errorf("--cgroup-root %q: want an absolute cgroup path such as /", o.cgroupRoot))
+	}
+	for _, e := range o.enforceNodeAllocatable {
+		switch e {
+		case "pods", "none": // pods: ignored with --cgroups-per-qos=false (no kubepods)
+		case "system-reserved", "kube-reserved", "system-reserved-compressible", "kube-reserved-compressible":
+			errs = append(errs, fmt.Errorf("--enforce-node-allocatable %s: not supported (no --system-reserved-cgroup / --kube-reserved-cgroup); want pods or none", e))
+		default:
+			errs = append(errs, fmt.Errorf("--enforce-node-allocatable %q: want pods or none", e))
+		}
 	}
 	if o.maxPods < 0 {
 		errs = append(errs, errors.New("--max-pods must be >= 0"))

@@ -65,7 +65,9 @@ func TestOptionErrors(t *testing.T) {
 		want string
 	}{
 		{"no source", nil, "give --manifest-dir"},
-		{"static cpu policy", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static"}, "not built yet"},
+		{"unknown cpu policy", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "dynamic"}, "want none or static"},
+		{"bad reserved cpus", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static", "--reserved-cpus", "0-"}, "want a CPU list"},
+		{"bad cpu reconcile period", []string{"--manifest-dir", "/m", "--cpu-manager-reconcile-period", "0s"}, "--cpu-manager-reconcile-period must be > 0"},
 		{"bootstrap without kubeconfig", []string{"--manifest-dir", "/m", "--bootstrap-kubeconfig", "/b"}, "needs --kubeconfig"},
 		{"restricted node label", []string{"--kubeconfig", "/k", "--node-labels", "node-role.kubernetes.io/worker=,node.kubernetes.io/pool=a"}, "node-role.kubernetes.io/worker"},
 		{"bad taint", []string{"--kubeconfig", "/k", "--register-with-taints", "a=b:Sometimes"}, "effect must be"},

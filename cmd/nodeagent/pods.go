@@ -146,6 +146,7 @@ func cmdDescribe(args []string) error {
 			if _, err := os.Stdout.Write(out); err != nil {
 				return err
 			}
+			printCPUs(*root, p)
 			events, err := status.ReadEvents(statusDir(*root, *dir), p)
 			if err != nil || len(events) == 0 {
 				return err

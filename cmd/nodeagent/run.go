@@ -30,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/dns"
+	"github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/internal/images"
 	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/logs"
@@ -217,8 +218,20 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The CPU manager: its checkpoint is restored (or start-up refused)
+	// before any pod is run.
+	cpuMgr, err := newCPUManager(o, conn, clk, log)
+	if err != nil {
+		return err
+	}
+	// Pod cgroups (the sandbox's cgroup parent) and oom_score_adj.
+	cleanupCgroups, cgroupPhases, err := newPodCgroups(ctx, o, conn, log)
+	if err != nil {
+		return err
+	}
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk, Probes: probes,
+		Phases:  append([]cri.Phase{cpusetPhase{cpuMgr}}, cgroupPhases...),
 		DNS:     &dns.Config{ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
@@ -287,6 +300,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	capacity := node.Capacity(o.rootDir, o.maxPods)
 	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
+	var evict *eviction.Manager // set once the loop exists; read by admission later
 	loop, err = syncloop.New(syncloop.Config{
 		Updates:      mux.Updates(),
 		SourcesReady: mux.SeenAll,
@@ -302,8 +316,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			admit.Taints(o.taints),
 			admit.HostPorts(),
 			admit.Sysctls(o.allowedUnsafeSysctls),
+			admit.Pressure(func(c v1.NodeConditionType) bool { return evict != nil && evict.Pressure(c) }),
 			admit.AppArmor(admit.AppArmorHost("/sys")),
 			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.runtimeRequestTimeout)),
+			admit.CPUs(cpuMgr), // last: it allocates
 		},
 		Run: admit.Chain{
 			admit.Privileged(o.allowPrivileged),
@@ -318,9 +334,14 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Housekeeping: func(active map[pod.UID]bool) {
 			rt.GC()
 			rt.CleanupDirs(active)
+			cleanupCgroups(active)
+			cpuMgr.RemoveStale(active)
 		},
 	})
 	if err != nil {
+		return err
+	}
+	if evict, err = newEviction(o, conn, clk, loop, imageGC, nodeName, log); err != nil {
 		return err
 	}
 
@@ -365,6 +386,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			Client: api.client.Clientset, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
+			Pressure:      evict.Pressure,
 			RuntimeHealth: load(&runtimeHealth), NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) }, PLEGHealth: plegG.Healthy,
 			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
 				return nodeImages(ctx, conn, o.runtimeRequestTimeout)
@@ -402,9 +424,15 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	g.Go(func() error { loop.Run(gctx); return nil })
 	g.Go(func() error { logRotation.Run(gctx); return nil })
+	// The CPU manager's reconcile beside the loop: it pushes cpusets with
+	// CRI calls.
+	g.Go(func() error { cpuMgr.Run(gctx, plegG); return nil })
 	// Image GC beside the loop, not in its housekeeping: removals are CRI
 	// calls, and the loop never calls the runtime.
 	g.Go(func() error { imageGC.Run(gctx); return nil })
+	// Eviction beside the loop: it reads the host and the runtime's stats,
+	// and hands its decisions to the loop.
+	g.Go(func() error { evict.Run(gctx, clk, o.evictionMonitoringPeriod); return nil })
 	// CNI config re-check and GC beside the loop too: GC lists sandboxes
 	// and runs plugins.
 	g.Go(func() error { netMon.Run(gctx); return nil })

@@ -14,8 +14,10 @@ type CPUAllocator interface {
 }
 
 // CPUs refuses a pod whose exclusive CPUs cannot be allocated (the
-// kubelet's CPU manager admission, through its topology manager): reason
-// from the error (SMTAlignmentError), else UnexpectedAdmissionError. It
+// kubelet's CPU manager admission, through its topology manager): the
+// error's own reason and message (SMTAlignmentError), else
+// UnexpectedAdmissionError with the kubelet's "Allocate failed due to …,
+// which is unexpected". Unlike the other handlers it is not pure: it
 // allocates as it admits, so it comes last in the chain.
 func CPUs(a CPUAllocator) Handler {
 	return HandlerFunc{N: "CPUManager", F: func(at *Attributes) Result {
@@ -23,11 +25,10 @@ func CPUs(a CPUAllocator) Handler {
 		if err == nil {
 			return Result{Admit: true}
 		}
-		reason := "UnexpectedAdmissionError"
 		var r interface{ Reason() string }
 		if errors.As(err, &r) {
-			reason = r.Reason()
+			return Result{Reason: r.Reason(), Message: err.Error()}
 		}
-		return Result{Reason: reason, Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
+		return Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
 	}}
 }

@@ -9,6 +9,7 @@
 // enforce), UserNamespaces (hostUsers: false, UserNamespacesNotSupported)
 // and CPUs (the CPU manager's exclusive CPUs, over a CPUAllocator).
 //
-// Handlers are pure over their Attributes and safe for concurrent use; the
+// Handlers are pure over their Attributes (but CPUs, which allocates as
+// it admits) and safe for concurrent use; the
 // sync loop calls the chain from its one goroutine.
 package admit

@@ -96,3 +96,39 @@ func PodOS() Handler {
 		return Result{Admit: true}
 	}}
 }
+
+// Pressure refuses pods the node cannot take under its eviction
+// manager's pressure, as the kubelet's eviction admission: under
+// MemoryPressure, BestEffort pods; under DiskPressure, every pod but
+// critical ones (static or system-critical priority).
+func Pressure(under func(v1.NodeConditionType) bool) Handler {
+	return HandlerFunc{N: "EvictionPressure", F: func(a *Attributes) Result {
+		p := a.Pod
+		critical := p.Annotations[sourceAnnotation] == "file" || p.Annotations[sourceAnnotation] == "http" ||
+			(p.Spec.Priority != nil && *p.Spec.Priority >= 2000000000)
+		if critical {
+			return Result{Admit: true}
+		}
+		if under(v1.NodeDiskPressure) {
+			return Result{Reason: "Evicted", Message: "The node had condition: [DiskPressure]. "}
+		}
+		if under(v1.NodeMemoryPressure) && bestEffort(p) {
+			return Result{Reason: "Evicted", Message: "The node had condition: [MemoryPressure]. "}
+		}
+		return Result{Admit: true}
+	}}
+}
+
+// bestEffort reports a pod with no CPU or memory request or limit.
+func bestEffort(p *v1.Pod) bool {
+	for _, c := range allContainers(p) {
+		for _, rl := range []v1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+				if q, ok := rl[n]; ok && !q.IsZero() {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

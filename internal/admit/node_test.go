@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -74,4 +75,27 @@ func TestNodeHandlers(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPressureAdmission(t *testing.T) {
+	under := map[v1.NodeConditionType]bool{}
+	h := Pressure(func(c v1.NodeConditionType) bool { return under[c] })
+	be := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "be", Annotations: map[string]string{sourceAnnotation: "api"}}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
+	burst := be.DeepCopy()
+	burst.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceMemory: resource.MustParse("10Mi")}
+	static := be.DeepCopy()
+	static.Annotations[sourceAnnotation] = "file"
+	check := func(p *v1.Pod, admit bool) {
+		t.Helper()
+		if r := h.Admit(&Attributes{Pod: p}); r.Admit != admit || (!admit && r.Reason != "Evicted") {
+			t.Fatalf("%s under %v: %+v, want admit %v", p.Name, under, r, admit)
+		}
+	}
+	check(be, true)
+	under[v1.NodeMemoryPressure] = true
+	check(be, false)
+	check(burst, true)
+	under[v1.NodeDiskPressure] = true
+	check(burst, false)
+	check(static, true)
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Phase is one named step of the run chain, which the runtime calls
-// around a container's life: before its creation (ConfigMutator), right
+// around a container's life: before its sandbox is made
+// (SandboxMutator), before its creation (ConfigMutator), right
 // after its start (PostStarter), before its stop (PreStopper). A phase
 // implements any of these; the runtime detects them by type assertion
 // (as Nomad's task runner hooks). The chain is assembled in New: the
@@ -38,6 +39,16 @@ type ConfigMutator interface {
 	MutateConfig(ctx context.Context, t Target, cfg *runtimeapi.ContainerConfig) error
 }
 
+// SandboxMutator adjusts the CRI config of a pod's sandbox each time a
+// sync builds it: before RunPodSandbox, and for CreateContainer, which
+// carries it too (the pod cgroup's CgroupParent). Called concurrently for
+// different pods; an error fails the sync (event FailedCreatePodContainer)
+// and the sync is retried.
+type SandboxMutator interface {
+	Phase
+	MutateSandbox(ctx context.Context, p *v1.Pod, cfg *runtimeapi.PodSandboxConfig) error
+}
+
 // PostStarter runs right after StartContainer; the next container (for
 // an init container, the rest of the pod) waits for it. An error kills
 // the container (FailedPostStartHook, waiting reason PostStartHookError);
@@ -60,6 +71,18 @@ func (r *Runtime) mutateConfig(ctx context.Context, t Target, cfg *runtimeapi.Co
 	for _, ph := range r.phases {
 		if m, ok := ph.(ConfigMutator); ok {
 			if err := m.MutateConfig(ctx, t, cfg); err != nil {
+				return fmt.Errorf("%s: %w", ph.Name(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// mutateSandbox runs every SandboxMutator on cfg.
+func (r *Runtime) mutateSandbox(ctx context.Context, p *v1.Pod, cfg *runtimeapi.PodSandboxConfig) error {
+	for _, ph := range r.phases {
+		if m, ok := ph.(SandboxMutator); ok {
+			if err := m.MutateSandbox(ctx, p, cfg); err != nil {
 				return fmt.Errorf("%s: %w", ph.Name(), err)
 			}
 		}

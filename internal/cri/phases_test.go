@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
@@ -95,5 +96,51 @@ func TestRunChainFailures(t *testing.T) {
 	}
 	if cs := h.fake.Containers(); len(cs) != 1 || cs[0].State != runtimeapi.ContainerState_CONTAINER_EXITED {
 		t.Fatalf("containers %+v: the failed post-start phase must kill the container", cs)
+	}
+}
+
+// cgroupPhase is a sandbox mutator that sets a cgroup parent, or fails.
+type cgroupPhase struct{ err error }
+
+func (cgroupPhase) Name() string { return "pod-cgroups" }
+
+func (p cgroupPhase) MutateSandbox(_ context.Context, pd *v1.Pod, cfg *runtimeapi.PodSandboxConfig) error {
+	cfg.Linux.CgroupParent = "/kubepods/pod" + string(pd.UID)
+	return p.err
+}
+
+// A sandbox mutator's config reaches RunPodSandbox and every
+// CreateContainer's SandboxConfig; its failure makes neither.
+func TestSandboxMutator(t *testing.T) {
+	h := newHarness(t, withPhases(cgroupPhase{}))
+	p := webPod.DeepCopy()
+	if res := h.sync(p); res.Err != nil {
+		t.Fatalf("sync: %+v", res)
+	}
+	want := "/kubepods/pod" + string(p.UID)
+	sbs := h.fake.Sandboxes()
+	if len(sbs) != 1 || sbs[0].Config.Linux.GetCgroupParent() != want {
+		t.Fatalf("sandboxes %+v, want one with cgroup parent %q", sbs, want)
+	}
+	creates := 0
+	for _, c := range h.fake.Calls() {
+		if req, ok := c.Request.(*runtimeapi.CreateContainerRequest); ok {
+			creates++
+			if got := req.SandboxConfig.Linux.GetCgroupParent(); got != want {
+				t.Errorf("CreateContainer's sandbox config cgroup parent %q, want %q", got, want)
+			}
+		}
+	}
+	if creates == 0 {
+		t.Fatal("no CreateContainer call")
+	}
+
+	h = newHarness(t, withPhases(cgroupPhase{err: errors.New("read-only cgroup file system")}))
+	res := h.sync(webPod.DeepCopy())
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "pod-cgroups: read-only cgroup file system") || res.RetryAfter == 0 {
+		t.Fatalf("result %+v, want the phase's error and a retry", res)
+	}
+	if n := len(h.fake.Sandboxes()); n != 0 {
+		t.Fatalf("%d sandboxes made despite the failed sandbox mutator", n)
 	}
 }

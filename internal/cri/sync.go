@@ -44,6 +44,13 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		return res
 	}
 	sbCfg := r.sandboxConfig(p, specHash, a.attempt)
+	if err := r.mutateSandbox(ctx, p, sbCfg); err != nil {
+		// As the kubelet when it cannot ensure the pod cgroup.
+		r.event(p, v1.EventTypeWarning, "FailedCreatePodContainer", "unable to ensure pod container exists: %v", err)
+		res.Err = err
+		res.Retry(retryAfterError)
+		return res
+	}
 	sandboxID, podIP := a.sandboxID, ""
 	if sb := st.LatestSandbox(); sb != nil && sb.ID == sandboxID {
 		podIP = sb.IP

@@ -36,7 +36,7 @@
 //
 // Concurrency: Puller.Pull is safe for concurrent use (one call per pod
 // worker); a shared pull is cancelled only when every caller waiting for
-// it has given up. GC.GarbageCollect must not run concurrently with
-// itself (Run calls it from one goroutine); its records are guarded by a
-// mutex so that a reader may look at them.
+// it has given up. GC.GarbageCollect serialises its calls (Run's
+// periodic one and the eviction manager's under disk pressure); its
+// records are guarded by a mutex so that a reader may look at them.
 package images

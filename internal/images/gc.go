@@ -76,6 +76,8 @@ type imageRecord struct {
 type GC struct {
 	cfg GCConfig
 	log *zap.Logger
+	// runMu serialises collections.
+	runMu sync.Mutex
 
 	mu      sync.Mutex
 	records map[string]*imageRecord // by image ID
@@ -154,7 +156,12 @@ type candidate struct {
 // remove those unused for longer than MaxAge, then, when usage is at or
 // over the high threshold, free space down to the low one. It returns an
 // error when it could not read what it needs or could not free enough.
+//
+// Calls are serialised: Run's periodic one and the eviction manager's
+// (disk pressure) may meet.
 func (g *GC) GarbageCollect(ctx context.Context) error {
+	g.runMu.Lock()
+	defer g.runMu.Unlock()
 	now := g.cfg.Clock.Now()
 	cands, err := g.detect(ctx, now)
 	if err != nil {

@@ -51,6 +51,9 @@ type Config struct {
 	// Health checks (nil error: healthy): the runtime, its network, the
 	// PLEG. They make the Ready condition and its message.
 	RuntimeHealth, NetworkHealth, PLEGHealth func() error
+	// Pressure, if set, tells the eviction manager's pressure conditions
+	// (MemoryPressure, DiskPressure, PIDPressure).
+	Pressure func(v1.NodeConditionType) bool
 	// Images lists the images the runtime holds.
 	Images func(ctx context.Context) ([]v1.ContainerImage, error)
 	// UpdateFrequency is how often the status is computed and posted when
@@ -389,9 +392,22 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 		}
 		st.Conditions = append(st.Conditions, c)
 	}
-	cond(v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available")
-	cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
-	cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available")
+	pressure := func(t v1.NodeConditionType) bool { return m.cfg.Pressure != nil && m.cfg.Pressure(t) }
+	if pressure(v1.NodeMemoryPressure) {
+		cond(v1.NodeMemoryPressure, v1.ConditionTrue, "KubeletHasInsufficientMemory", "kubelet has insufficient memory available")
+	} else {
+		cond(v1.NodeMemoryPressure, v1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available")
+	}
+	if pressure(v1.NodeDiskPressure) {
+		cond(v1.NodeDiskPressure, v1.ConditionTrue, "KubeletHasDiskPressure", "kubelet has disk pressure")
+	} else {
+		cond(v1.NodeDiskPressure, v1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure")
+	}
+	if pressure(v1.NodePIDPressure) {
+		cond(v1.NodePIDPressure, v1.ConditionTrue, "KubeletHasInsufficientPID", "kubelet has insufficient PID available")
+	} else {
+		cond(v1.NodePIDPressure, v1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available")
+	}
 	if len(notReady) == 0 {
 		cond(v1.NodeReady, v1.ConditionTrue, "KubeletReady", "kubelet is posting ready status")
 	} else {

@@ -331,6 +331,30 @@ func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message stri
 	m.publish(p, s)
 }
 
+// Evicted publishes a pod evicted for the node's sake, as the kubelet
+// reports it: Failed, reason Evicted, the eviction manager's message,
+// containers as last seen; an Evicted warning event. Like a refused pod
+// it never comes back to the runtime, so outages do not make it Unknown.
+func (m *Manager) Evicted(p *v1.Pod, message string) {
+	m.mu.Lock()
+	s := m.last[p.UID]
+	m.refused[p.UID] = true
+	delete(m.terminating, p.UID)
+	m.mu.Unlock()
+	s = *s.DeepCopy()
+	s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", message
+	for i := range s.Conditions {
+		if c := &s.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status, c.Reason = v1.ConditionFalse, "PodFailed"
+		}
+	}
+	for i := range s.ContainerStatuses {
+		s.ContainerStatuses[i].Ready = false
+	}
+	m.Event(p, v1.EventTypeWarning, "Evicted", message)
+	m.publish(p, s)
+}
+
 // Refused publishes a pod the admit chain turned down: phase Failed with
 // the handler's reason and message, as the kubelet reports it.
 func (m *Manager) Refused(p *v1.Pod, reason, message string) {

@@ -79,8 +79,10 @@ type Loop struct {
 	// one starts, as with the kubelet).
 	terminating map[string]map[pod.UID]bool
 	held        map[string]*v1.Pod
-	wg          sync.WaitGroup
-	ctx         context.Context
+	// evictions carries the eviction manager's decisions into the loop.
+	evictions chan eviction
+	wg        sync.WaitGroup
+	ctx       context.Context
 }
 
 // New validates cfg and returns a Loop.
@@ -113,6 +115,7 @@ func New(cfg Config) (*Loop, error) {
 		finished:    map[pod.UID]time.Time{},
 		terminating: map[string]map[pod.UID]bool{},
 		held:        map[string]*v1.Pod{},
+		evictions:   make(chan eviction, 16),
 	}, nil
 }
 
@@ -227,6 +230,9 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 		case pod.OpRemove:
 			l.HandlePodRemoves(u.Pods)
 		}
+	case e := <-l.evictions:
+		start, kind = l.clock.Now(), "eviction"
+		l.handleEviction(e)
 	case u := <-l.probeUpdates():
 		start, kind = l.clock.Now(), "probe"
 		l.handleProbe(u)
@@ -605,7 +611,7 @@ func (l *Loop) workerDone(w *worker) bool {
 	l.mu.Lock()
 	w.mu.Lock()
 	readded := !w.terminate && w.pod != nil
-	p := w.pod
+	p, keep := w.pod, w.keepStatus
 	w.mu.Unlock()
 	if readded {
 		l.mu.Unlock()
@@ -618,7 +624,7 @@ func (l *Loop) workerDone(w *worker) bool {
 	w.log.Info("pod terminated")
 	l.untrackTerminationLocked(w.name, w.uid)
 	l.mu.Unlock()
-	if l.status != nil && p != nil {
+	if l.status != nil && p != nil && !keep {
 		l.status.Removed(p) // file I/O: outside l.mu
 	}
 	return true
@@ -629,4 +635,56 @@ func (l *Loop) Workers() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.workers)
+}
+
+// eviction is the eviction manager's decision about one pod.
+type eviction struct {
+	pod     *v1.Pod
+	grace   int64
+	message string
+}
+
+// Evict ends p for the node's sake: Failed, reason Evicted, its
+// containers killed with grace seconds, and it is not started again
+// while its source keeps it. Safe from any goroutine.
+func (l *Loop) Evict(p *v1.Pod, grace int64, message string) {
+	l.evictions <- eviction{p, grace, message}
+}
+
+func (l *Loop) handleEviction(e eviction) {
+	p, ok := l.pods[e.pod.UID]
+	if !ok {
+		return // gone meanwhile
+	}
+	l.log.Warn("evicting pod", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
+		zap.Int64("grace", e.grace), zap.String("message", e.message))
+	delete(l.pods, p.UID)
+	l.refused[p.UID] = p // kept (Failed) until its source drops it
+	if l.status != nil {
+		l.status.Evicted(p, e.message)
+	}
+	l.mu.Lock()
+	if w, ok := l.workers[p.UID]; ok {
+		w.mu.Lock()
+		w.keepStatus = true
+		w.mu.Unlock()
+	}
+	l.mu.Unlock()
+	l.terminate(p.UID, p, pod.FullName(p), e.grace)
+}
+
+// ActivePods are the admitted pods not being terminated, for the
+// eviction manager. Safe from any goroutine.
+func (l *Loop) ActivePods() []*v1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(l.workers))
+	for _, w := range l.workers {
+		w.mu.Lock()
+		if w.pod != nil && !w.terminate {
+			out = append(out, w.pod)
+		}
+		w.mu.Unlock()
+	}
+	return out
 }

@@ -130,6 +130,11 @@ func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
 }
+func (f *fakeStatus) Evicted(p *v1.Pod, message string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refused[p.UID] = "Evicted: " + message
+}
 func (f *fakeStatus) Blocked(p *v1.Pod, _ *pod.RuntimeStatus, reason, _ string) {
 	f.blocked <- string(p.UID) + " " + reason
 }
@@ -818,5 +823,37 @@ func TestRunChainKeepsPodPending(t *testing.T) {
 	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Source: pod.SourceFile, Pods: []*v1.Pod{q}} })
 	if c := r.next(t); c.op != "sync" || c.uid != "u1" {
 		t.Fatalf("got %+v, want sync u1 once the run chain admits it", c)
+	}
+}
+
+// An eviction kills the pod with the manager's grace, leaves its Failed
+// status published (no Removed), and an update of the pod does not bring
+// it back; ActivePods no longer lists it.
+func TestEvictionEndsThePod(t *testing.T) {
+	r := newRig(t, nil)
+	p := testPod("u1", "a")
+	r.step(t, add(r, p))
+	r.next(t)
+	if got := r.loop.ActivePods(); len(got) != 1 || got[0].UID != "u1" {
+		t.Fatalf("active pods %v", got)
+	}
+	r.step(t, func() { r.loop.Evict(p, 0, "The node was low on resource: memory.") })
+	if c := r.next(t); c.op != "kill" || c.uid != "u1" || c.grace != 0 {
+		t.Fatalf("got %+v, want kill u1 with grace 0", c)
+	}
+	r.waitWorkersExit(t)
+	r.status.mu.Lock()
+	reason := r.status.refused["u1"]
+	removed := len(r.status.removedPods)
+	r.status.mu.Unlock()
+	if reason != "Evicted: The node was low on resource: memory." || removed != 0 {
+		t.Fatalf("status %q, %d removals: want Evicted kept published", reason, removed)
+	}
+	if got := r.loop.ActivePods(); len(got) != 0 {
+		t.Fatalf("active pods after the eviction %v", got)
+	}
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Source: pod.SourceFile, Pods: []*v1.Pod{p}} })
+	if r.worker("u1") != nil {
+		t.Fatal("an update restarted the evicted pod")
 	}
 }

@@ -40,6 +40,9 @@ type worker struct {
 	// stopped: a deleted pod's containers are stopped, its final status
 	// is due. Guarded by mu.
 	stopped bool
+	// keepStatus: an evicted pod's status stays published (Failed,
+	// Evicted) after its kill. Guarded by mu.
+	keepStatus bool
 	// blockedBy is the run chain's last refusal reason ("" when it
 	// runs). Worker goroutine only.
 	blockedBy string

@@ -464,6 +464,12 @@ func TestChurnLeavesNothing(t *testing.T) {
 		sbs, cs := a.runtimeState()
 		return len(sbs) == 0 && len(cs) == 0 && empty(a.logs) && empty(filepath.Join(a.root, "pods")) && empty(filepath.Join(a.root, "status"))
 	})
+	// No pod cgroup is left under the agent's kubepods.
+	eventually(t, 30*time.Second, "pod cgroups removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", a.cgroupRoot(), "kubepods", "pod*"))
+		more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", a.cgroupRoot(), "kubepods", "*", "pod*"))
+		return len(left)+len(more) == 0
+	})
 	// No IP lease and no cgroup of ours is left.
 	leases := leaseFiles(t)
 	for _, id := range ids {

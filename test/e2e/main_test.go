@@ -133,6 +133,7 @@ func newAgent(t *testing.T, extra ...string) *agent {
 		}
 		a.stop()
 		a.removeAllPods()
+		a.removeCgroups()
 	})
 	return a
 }
@@ -147,6 +148,7 @@ func (a *agent) start() {
 		"--hostname-override", a.node,
 		"--file-check-frequency", "2s",
 		"--healthz-port", "0", // agents run side by side; a test may pass its own port
+		"--cgroup-root", a.cgroupRoot(), // each its own kubepods
 		"--v", "4",
 	}
 	if cniConf != "" {

@@ -1,0 +1,93 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// memAvailable is the host's MemAvailable in MiB.
+func memAvailable(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb >> 10
+		}
+	}
+	t.Fatal("no MemAvailable in /proc/meminfo")
+	return 0
+}
+
+// Eviction on the real host: with a hard memory.available threshold set
+// 600 MiB below what the host has now, a BestEffort pod holding 1.2 GiB
+// is evicted (Failed, Evicted, a message naming memory) and its
+// containers stopped, while a Guaranteed pod is not touched.
+func TestEvictionUnderMemoryPressure(t *testing.T) {
+	t.Parallel()
+	threshold := memAvailable(t) - 600
+	if threshold < 200 {
+		t.Fatalf("the host has too little memory available for this test (%d MiB)", threshold+600)
+	}
+	a := newAgent(t, "--eviction-hard", fmt.Sprintf("memory.available<%dMi", threshold),
+		"--eviction-monitoring-period", "1s", "--eviction-pressure-transition-period", "5s")
+	a.start()
+	a.write("guaranteed.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: guaranteed}
+spec:
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: ["sh", "-c", "`+sleepLoop+`"]
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+      limits: {cpu: 100m, memory: 64Mi}
+`)
+	eventually(t, 60*time.Second, "guaranteed pod running", func() bool { return a.running("guaranteed", "main") != nil })
+	a.write("hog.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: hog}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: ["sh", "-c", "dd if=/dev/zero bs=1200M count=1 | sleep 100000"]
+`)
+	eventually(t, 120*time.Second, "the hog evicted", func() bool {
+		p := a.status("hog")
+		return p != nil && p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" &&
+			strings.Contains(p.Status.Message, "The node was low on resource: memory")
+	})
+	eventually(t, 30*time.Second, "the hog's containers stopped", func() bool { return a.running("hog", "main") == nil })
+	p := a.status("hog")
+	if !a.hasEvent(p, "Evicted", "low on resource: memory") {
+		t.Error("no Evicted event")
+	}
+	t.Logf("evicted: %s", p.Status.Message)
+	g := a.status("guaranteed")
+	if g.Status.Phase != v1.PodRunning || g.Status.ContainerStatuses[0].RestartCount != 0 || a.running("guaranteed", "main") == nil {
+		t.Fatalf("the Guaranteed pod was touched: phase %s, restarts %d", g.Status.Phase, g.Status.ContainerStatuses[0].RestartCount)
+	}
+	// Evicted stays: the manifest is still there, the pod is not started
+	// again.
+	time.Sleep(3 * time.Second)
+	if a.running("hog", "main") != nil {
+		t.Fatal("the evicted pod was started again")
+	}
+}
