@@ -483,6 +483,14 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--reserved-cpus %q: want a CPU list such as 0,1 or 0-1", o.reservedCPUs))
 	} else {
 		o.reservedCPUSet = set
+		if set.Size() > 0 {
+			// As the kubelet: the reserved CPUs supersede the cpu of
+			// --kube-reserved and --system-reserved for allocatable.
+			for _, l := range o.reserved {
+				delete(l, v1.ResourceCPU)
+			}
+			o.reserved = append(o.reserved, v1.ResourceList{v1.ResourceCPU: *resource.NewQuantity(int64(set.Size()), resource.DecimalSI)})
+		}
 	}
 	if o.cpuManagerReconcilePeriod <= 0 {
 		errs = append(errs, errors.New("--cpu-manager-reconcile-period must be > 0"))
