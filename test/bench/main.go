@@ -29,7 +29,7 @@ var (
 	runs     = flag.Int("runs", 7, "repetitions of the one-pod measurement")
 	bulkRuns = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
 	idle     = flag.Duration("idle", 60*time.Second, "steady-state window")
-	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api,probes")
+	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api,probes,cpu")
 
 	conn     *cri.Conn
 	endpoint string
@@ -81,6 +81,9 @@ func main() {
 	}
 	if want("probes") {
 		probeCost(ctx)
+	}
+	if want("cpu") {
+		pinnedStart(ctx)
 	}
 }
 
