@@ -186,6 +186,7 @@ func startAgent(node string, extra ...string) *agentProc {
 		"--cni-conf-dir", os.Getenv("NODEAGENT_CNI_CONF_DIR"),
 		"--cni-bin-dir", os.Getenv("NODEAGENT_CNI_BIN_DIR"),
 		"--healthz-port", "0",
+		"--cgroup-root", benchCgroupRoot(node), // its own kubepods, removed at stop
 	}, extra...)
 	a.cmd = exec.Command(*binary, args...)
 	a.cmd.Stdout, a.cmd.Stderr = out, out
@@ -199,6 +200,7 @@ func startAgent(node string, extra ...string) *agentProc {
 func (a *agentProc) stop() {
 	a.cmd.Process.Signal(os.Interrupt)
 	a.cmd.Wait()
+	removeCgroups(benchCgroupRoot(a.node))
 }
 
 func manifest(name string) string {
