@@ -137,6 +137,9 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 				if k, bad := unhealthy(p, spec, c, probes); bad {
 					a.kill = append(a.kill, k)
 					a.startInit = append(a.startInit, i)
+					if !initialised {
+						return a // the restarted sidecar must start first
+					}
 					continue
 				}
 				if !initialised && !started(p, spec, c, probes) {

@@ -459,6 +459,14 @@ func TestComputeActionsProbesAndSidecars(t *testing.T) {
 			want:     actions{sandboxID: "sb1"},
 		},
 		{
+			name:     "sidecar failed its startup probe before the pod was initialised: restarted, the next waits",
+			pod:      side,
+			st:       rs(sbList(sb("sb1", 0, true)), in(side, "init-0", true, running, 0)),
+			verdicts: probeVerdicts{"sb1-init-0/Startup": pod.ProbeFailure},
+			want: actions{sandboxID: "sb1", startInit: []int{0},
+				kill: []killInfo{{in(side, "init-0", true, running, 0), "Container init-0 failed startup probe, will be restarted", 30}}},
+		},
+		{
 			name:     "sidecar started: the next init container starts",
 			pod:      side,
 			st:       rs(sbList(sb("sb1", 0, true)), in(side, "init-0", true, running, 0)),

@@ -14,7 +14,8 @@
 //	disk:   the same with ephemeral storage (writable layers and logs)
 //	pids:   lower priority first
 //
-// Static and critical pods (priority ≥ 2000000000) come last. An evicted
+// Only pods that run something are candidates; static and critical pods
+// (priority ≥ 2000000000) are never evicted, as the kubelet. An evicted
 // pod ends Failed with reason Evicted and a message naming the resource,
 // the threshold and what its containers used; a hard threshold kills it
 // with no grace, a soft one with min(its grace, --eviction-max-pod-grace-period).

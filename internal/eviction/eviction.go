@@ -216,12 +216,27 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 			m.log.Warn("pod usage unknown; ranking by priority only", zap.Error(err))
 		}
 	}
-	pods := rank(m.cfg.ActivePods(), c.t.Signal, usage)
+	// Candidates: pods that run something (a pod whose containers all
+	// ended frees nothing and is not the kubelet's to evict).
+	var cands []*v1.Pod
+	for _, p := range m.cfg.ActivePods() {
+		if u, ok := usage[p.UID]; usage == nil || (ok && u.Memory > 0) {
+			cands = append(cands, p)
+		}
+	}
+	pods := rank(cands, c.t.Signal, usage)
 	if len(pods) == 0 {
 		m.log.Warn("eviction threshold met but no pod to evict", zap.String("signal", c.t.Signal))
 		return nil, nil
 	}
 	victim := pods[0]
+	if critical(victim) {
+		// As the kubelet: static and system-critical pods are never
+		// evicted (they rank last, so only they are left).
+		m.log.Warn("eviction threshold met but only critical pods are left; they are not evicted",
+			zap.String("signal", c.t.Signal), zap.String("pod", victim.Namespace+"/"+victim.Name))
+		return nil, nil
+	}
 	grace := int64(0)
 	if c.t.Grace > 0 {
 		grace = podGrace(victim)

@@ -180,6 +180,12 @@ func (m *Manager) Sync(p *v1.Pod, st *pod.RuntimeStatus) {
 					w.run()
 				}()
 			}
+			if t.id != "" && t.id != w.target.id {
+				select {
+				case w.trigger <- struct{}{}:
+				default:
+				}
+			}
 			w.target = t
 		}
 	}

@@ -28,6 +28,9 @@ type worker struct {
 	init      bool
 	kind      pod.ProbeKind
 	stop      chan struct{}
+	// trigger asks for a probe now: a new instance is running (the
+	// kubelet's manual trigger), rather than a period later.
+	trigger chan struct{}
 	// ctx ends with the worker, cancelling a probe in flight.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -46,7 +49,7 @@ type worker struct {
 
 func newWorker(m *Manager, uid pod.UID, container string, init bool, kind pod.ProbeKind) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &worker{m: m, uid: uid, container: container, init: init, kind: kind, stop: make(chan struct{}), ctx: ctx, cancel: cancel}
+	return &worker{m: m, uid: uid, container: container, init: init, kind: kind, stop: make(chan struct{}), trigger: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 }
 
 // stopLocked ends the worker; Manager.mu is held.
@@ -83,6 +86,7 @@ func (w *worker) run() {
 			w.m.forget(w.uid, w.lastID, w.kind)
 			return
 		case <-t.C():
+		case <-w.trigger:
 		}
 	}
 }
@@ -123,10 +127,10 @@ func (w *worker) step(ctx context.Context) bool {
 		return false
 	}
 	res, output, err := w.m.runProbe(ctx, p, c, spec, t)
-	log := w.m.log.With(zap.String("pod", pod.FullName(p)), zap.String("container", c.Name), zap.String("probe", w.kind.String()))
-	if err != nil && ctx.Err() != nil {
-		return false // stopped meanwhile
+	if ctx.Err() != nil {
+		return false // stopped meanwhile: no verdict, no event
 	}
+	log := w.m.log.With(zap.String("pod", pod.FullName(p)), zap.String("container", c.Name), zap.String("probe", w.kind.String()))
 	if err != nil {
 		// Could not be run (the container is going away, the runtime is
 		// busy): not counted.
@@ -176,8 +180,11 @@ func (m *Manager) runProbe(ctx context.Context, p *v1.Pod, c *v1.Container, spec
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	host := t.podIP
-	if p.Spec.HostNetwork || host == "" {
+	if p.Spec.HostNetwork {
 		host = m.cfg.NodeIP
+	}
+	if host == "" && spec.Exec == nil {
+		return pod.ProbeUnknown, "", errors.New("the pod has no IP yet")
 	}
 	fail := func(err error) (pod.ProbeResult, string, error) { return pod.ProbeFailure, trim(err.Error()), nil }
 	switch {

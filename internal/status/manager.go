@@ -259,7 +259,18 @@ func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
 
 // Synced computes and publishes the status after a sync.
 func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
+	if m.isRefused(p) {
+		return // evicted while this sync ran: Failed/Evicted stands
+	}
 	m.publish(p, Compute(p, st, res, m.runtimeName, m.probes))
+}
+
+// isRefused reports a pod refused or evicted: a sync that ends after that
+// must not publish over its final status.
+func (m *Manager) isRefused(p *v1.Pod) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused[p.UID]
 }
 
 // Terminated publishes the final status of a deleted pod whose
@@ -310,6 +321,9 @@ func terminal(s v1.PodStatus) v1.PodStatus {
 // and message, its waiting containers' reason Blocked; a Warning event
 // with the reason.
 func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message string) {
+	if m.isRefused(p) {
+		return
+	}
 	s := Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes)
 	if s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
 		s.Phase = v1.PodPending

@@ -372,3 +372,24 @@ func TestManagerRefusedPodUnaffectedByOutage(t *testing.T) {
 		t.Fatalf("refused pod after the outage: %s, want Failed", got.Status.Phase)
 	}
 }
+
+// An evicted pod is Failed/Evicted with the message and an event; a sync
+// that ends after the eviction does not publish over it.
+func TestManagerEvicted(t *testing.T) {
+	m, dir, _ := newManager(t)
+	st := runtimeStatus(sbReady, running("app", false))
+	m.Synced(mgrPodA, st, pod.SyncResult{})
+	m.Evicted(mgrPodA, "The node was low on resource: memory.")
+	m.Synced(mgrPodA, st, pod.SyncResult{})
+	got := listOne(t, dir)
+	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Status.Message != "The node was low on resource: memory." {
+		t.Fatalf("status %s %s %q, want Failed Evicted with the message", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].Ready {
+		t.Fatalf("container statuses %+v: want the last one, not ready", got.Status.ContainerStatuses)
+	}
+	evs, err := ReadEvents(dir, mgrPodA)
+	if err != nil || len(evs) != 1 || evs[0].Reason != "Evicted" {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+}

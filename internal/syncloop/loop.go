@@ -79,8 +79,10 @@ type Loop struct {
 	// one starts, as with the kubelet).
 	terminating map[string]map[pod.UID]bool
 	held        map[string]*v1.Pod
-	// evictions carries the eviction manager's decisions into the loop.
+	// evictions carries the eviction manager's decisions into the loop;
+	// done is closed when Run returns.
 	evictions chan eviction
+	done      chan struct{}
 	wg        sync.WaitGroup
 	ctx       context.Context
 }
@@ -116,6 +118,7 @@ func New(cfg Config) (*Loop, error) {
 		terminating: map[string]map[pod.UID]bool{},
 		held:        map[string]*v1.Pod{},
 		evictions:   make(chan eviction, 16),
+		done:        make(chan struct{}),
 	}, nil
 }
 
@@ -145,6 +148,7 @@ func (b *unhealthyBackoff) reset() { b.wait = 0 }
 // Run runs the loop until ctx ends, then waits for every worker.
 func (l *Loop) Run(ctx context.Context) {
 	l.ctx = ctx
+	defer close(l.done)
 	defer l.wg.Wait()
 	l.log.Info("handlers in force", zap.Strings("admit", l.cfg.Admit.Names()), zap.Strings("run", l.cfg.Run.Names()))
 	syncT := l.clock.NewTicker(l.cfg.SyncPeriod)
@@ -349,7 +353,23 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 func (l *Loop) remove(p *v1.Pod, grace int64) {
 	if _, ok := l.refused[p.UID]; ok {
 		delete(l.refused, p.UID)
-		if l.status != nil {
+		l.mu.Lock()
+		w, killing := l.workers[p.UID]
+		if killing {
+			// An evicted pod still being killed: its removal is published
+			// once the kill is over (workerDone), not while its containers
+			// run; a deletion's shorter grace period applies.
+			w.mu.Lock()
+			w.keepStatus = false
+			w.mu.Unlock()
+			g := grace
+			if p.DeletionTimestamp != nil {
+				g = deletionGrace(p)
+			}
+			w.kill(p, g)
+		}
+		l.mu.Unlock()
+		if !killing && l.status != nil {
 			l.status.Removed(p)
 		}
 		return
@@ -648,7 +668,10 @@ type eviction struct {
 // containers killed with grace seconds, and it is not started again
 // while its source keeps it. Safe from any goroutine.
 func (l *Loop) Evict(p *v1.Pod, grace int64, message string) {
-	l.evictions <- eviction{p, grace, message}
+	select {
+	case l.evictions <- eviction{p, grace, message}:
+	case <-l.done: // the loop is over
+	}
 }
 
 func (l *Loop) handleEviction(e eviction) {

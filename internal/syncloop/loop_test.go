@@ -857,3 +857,44 @@ func TestEvictionEndsThePod(t *testing.T) {
 		t.Fatal("an update restarted the evicted pod")
 	}
 }
+
+// An evicted pod deleted while its kill runs is removed (status, API)
+// only once the kill is over, not while its containers still run.
+func TestEvictedPodDeletedDuringItsKill(t *testing.T) {
+	r := newRig(t, nil)
+	gate := make(chan struct{})
+	r.rt.mu.Lock()
+	r.rt.killGate = gate
+	r.rt.mu.Unlock()
+	p := testPod("u1", "a")
+	r.step(t, add(r, p))
+	r.next(t)
+	r.step(t, func() { r.loop.Evict(p, 30, "low on memory") })
+	if c := r.next(t); c.op != "kill" {
+		t.Fatalf("got %+v, want kill", c)
+	}
+	// The kill waits on the gate: the API deletes the Failed pod now.
+	deleted := p.DeepCopy()
+	now := metav1.Now()
+	zero := int64(0)
+	deleted.DeletionTimestamp, deleted.DeletionGracePeriodSeconds = &now, &zero
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Source: pod.SourceAPI, Pods: []*v1.Pod{deleted}} })
+	// The deletion's shorter grace restarts the kill (first the stop of a
+	// deleted pod), which waits again.
+	if c := r.next(t); c.op != "stop" || c.grace != 0 {
+		t.Fatalf("got %+v, want the stop of the deleted pod with grace 0", c)
+	}
+	r.status.mu.Lock()
+	early := len(r.status.removedPods)
+	r.status.mu.Unlock()
+	if early != 0 {
+		t.Fatal("the evicted pod was removed while its kill was still running")
+	}
+	close(gate)
+	if c := r.next(t); c.op != "kill" {
+		t.Fatalf("got %+v, want the kill after the stop", c)
+	}
+	if uid := recv(t, r.status.removed, "removal once the kill is over"); uid != "u1" {
+		t.Fatalf("removed %s", uid)
+	}
+}

@@ -63,7 +63,7 @@ func (w *worker) poke() {
 
 func (w *worker) update(p *v1.Pod) {
 	w.mu.Lock()
-	w.pod, w.terminate, w.grace, w.stopped = p, false, -1, false
+	w.pod, w.terminate, w.grace, w.stopped, w.keepStatus = p, false, -1, false, false
 	w.mu.Unlock()
 	w.poke()
 }
@@ -229,11 +229,16 @@ func (w *worker) blocked(syncCtx, ctx context.Context, p *v1.Pod, st *pod.Runtim
 		w.log.Warn("pod may not run here; kept Pending", zap.String("reason", r.Reason), zap.String("message", r.Message))
 		w.blockedBy = r.Reason + r.Message
 	}
+	if l.cfg.Prober != nil {
+		l.cfg.Prober.RemovePod(w.uid) // nothing of it runs
+	}
 	if st.Running() {
-		if err := l.rt.StopPod(syncCtx, p, st, -1); err != nil && ctx.Err() == nil {
-			w.log.Error("stop a pod the run chain refuses", zap.Error(err))
-			l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
-			return false
+		if err := l.rt.StopPod(syncCtx, p, st, -1); err != nil {
+			if syncCtx.Err() == nil {
+				w.log.Error("stop a pod the run chain refuses", zap.Error(err))
+				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
+			}
+			return false // else a removal or shutdown came: the next step acts on it
 		}
 	}
 	if l.status != nil {
