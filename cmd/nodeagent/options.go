@@ -120,6 +120,17 @@ type options struct {
 	imageGCPeriod          time.Duration
 	podInfraContainerImage string
 	pullSecretsDir         string
+
+	// Node server (internal/server), API mode only.
+	address           string
+	tlsCertFile       string
+	tlsPrivateKeyFile string
+	tlsMinVersion     string
+	tlsCipherSuites   []string
+	clientCAFile      string
+	anonymousAuth     bool
+	authnTokenWebhook bool
+	authorizationMode string
 }
 
 // kvFlag is a "k<sep>v,k<sep>v" flag: node labels (=) and HTTP headers (:).
@@ -195,7 +206,15 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.nodeStatusUpdateFrequency, "node-status-update-frequency", 10*time.Second, "how often the node status is computed and posted when it changed")
 	fs.DurationVar(&o.nodeStatusReportFrequency, "node-status-report-frequency", 5*time.Minute, "how often the node status is posted when it did not change")
 	fs.IntVar(&o.nodeLeaseDurationSeconds, "node-lease-duration-seconds", 40, "duration of the node's Lease; renewed every quarter of it")
-	fs.IntVar(&o.port, "port", 10250, "the node server's port, published in the Node's daemonEndpoints")
+	fs.IntVar(&o.port, "port", 10250, "the node server's port (API mode), published in the Node's daemonEndpoints")
+	fs.StringVar(&o.address, "address", "0.0.0.0", "the node server's address")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "the node server's certificate (default: <cert-dir>/kubelet.crt, self-signed at first start)")
+	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "the key of --tls-cert-file")
+	fs.StringVar(&o.tlsMinVersion, "tls-min-version", "VersionTLS12", "the node server's minimum TLS version: VersionTLS12 or VersionTLS13")
+	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA bundle the node server verifies client certificates against (the API server's --kubelet-client-certificate); without it, client certificates are not accepted")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests to the node server without credentials in as system:anonymous (group system:unauthenticated), still subject to authorization")
+	fs.BoolVar(&o.authnTokenWebhook, "authentication-token-webhook", true, "accept bearer tokens at the node server, reviewed by the API server (TokenReview, cached 2m)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", "Webhook", "node server authorization: Webhook (SubjectAccessReview, allowed cached 5m, denied 30s) or AlwaysAllow")
 	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
 	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
 	fs.StringVar(&o.evictionSoft, "eviction-soft", "", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
@@ -222,6 +241,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 			return nil
 		}
 	}
+	fs.Func("tls-cipher-suites", "the node server's TLS 1.2 cipher suites, by Go name, comma-separated (default: Go's secure defaults)", list(&o.tlsCipherSuites, nil))
 	fs.Func("allowed-unsafe-sysctls", "unsafe sysctls (names, or prefixes ending in *) pods may set beyond the safe set; others are refused (SysctlForbidden)", list(&o.allowedUnsafeSysctls, nil))
 	fs.Func("host-network-sources", "pod sources (file, http, api; * for all) whose pods may use the host's network namespace", list(&o.hostNetworkSources, []string{"*"}))
 	fs.Func("host-pid-sources", "pod sources whose pods may use the host's PID namespace", list(&o.hostPIDSources, []string{"*"}))
@@ -353,6 +373,24 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 		o.seccompDefault = *kc.SeccompDefault
 	}
 	str("healthz-bind-address", &o.healthzBindAddress, kc.HealthzBindAddress)
+	str("address", &o.address, kc.Address)
+	if !set["port"] && kc.Port != 0 {
+		o.port = int(kc.Port)
+	}
+	str("tls-cert-file", &o.tlsCertFile, kc.TLSCertFile)
+	str("tls-private-key-file", &o.tlsPrivateKeyFile, kc.TLSPrivateKeyFile)
+	str("tls-min-version", &o.tlsMinVersion, kc.TLSMinVersion)
+	if !set["tls-cipher-suites"] && len(kc.TLSCipherSuites) > 0 {
+		o.tlsCipherSuites = kc.TLSCipherSuites
+	}
+	str("client-ca-file", &o.clientCAFile, kc.Authentication.X509.ClientCAFile)
+	if !set["anonymous-auth"] && kc.Authentication.Anonymous.Enabled != nil {
+		o.anonymousAuth = *kc.Authentication.Anonymous.Enabled
+	}
+	if !set["authentication-token-webhook"] && kc.Authentication.Webhook.Enabled != nil {
+		o.authnTokenWebhook = *kc.Authentication.Webhook.Enabled
+	}
+	str("authorization-mode", &o.authorizationMode, string(kc.Authorization.Mode))
 	if !set["healthz-port"] && kc.HealthzPort != nil {
 		o.healthzPort = int(*kc.HealthzPort)
 	}
@@ -416,6 +454,12 @@ func (o *options) validate() error {
 			sort.Strings(bad)
 			errs = append(errs, fmt.Errorf("--node-labels %v: a node may set labels in the kubernetes.io and k8s.io namespaces only under kubelet.kubernetes.io/ or node.kubernetes.io/, or one of %v", bad, kubeletapis.KubeletLabels()))
 		}
+	}
+	if o.authorizationMode != "Webhook" && o.authorizationMode != "AlwaysAllow" {
+		errs = append(errs, fmt.Errorf("--authorization-mode %q: want Webhook or AlwaysAllow", o.authorizationMode))
+	}
+	if (o.tlsCertFile == "") != (o.tlsPrivateKeyFile == "") {
+		errs = append(errs, errors.New("give both --tls-cert-file and --tls-private-key-file, or neither"))
 	}
 	if o.bootstrapKubeconfig != "" && o.kubeconfig == "" {
 		errs = append(errs, errors.New("--bootstrap-kubeconfig needs --kubeconfig (the file TLS bootstrap writes)"))

@@ -41,6 +41,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/podsource"
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
+	"github.com/nodeagent/nodeagent/internal/server"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
 )
@@ -291,6 +292,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	mets := metrics.New(metrics.Gauges{
 		Workers:       func() float64 { return float64(loop.Workers()) },
 		DroppedEvents: func() float64 { return float64(plegG.Dropped()) },
+		RunningPods:   func() float64 { return float64(runningPods(statusDir)) },
 	})
 	plegG.ObserveRelists(mets.ObserveRelist)
 
@@ -363,9 +365,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		log.Warn("first relist failed; the PLEG retries", zap.Error(err))
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
 	if o.healthzPort > 0 {
 		addr := net.JoinHostPort(o.healthzBindAddress, strconv.Itoa(o.healthzPort))
-		health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
 		// As the kubelet: a taken port costs the endpoint, not the pods.
 		if ln, err := metrics.Listen(addr); err != nil {
 			log.Error("no /healthz and /metrics endpoint; pods are run regardless (free the port or set --healthz-port)", zap.Error(err))
@@ -419,8 +421,19 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		api.pods.Start(gctx)
 		api.objs.Start(gctx)
 		g.Go(func() error { return nodeMgr.Run(gctx) })
+		serve, err := nodeServer(o, api, conn, nodeName, nodeIP, func() ([]*v1.Pod, error) { return status.List(statusDir) },
+			server.Config{Health: health, Metrics: mets.Handler(health)}, log)
+		if err != nil {
+			return err
+		}
+		if serve != nil {
+			g.Go(func() error { return serve(gctx) })
+		}
 		g.Go(func() error { return src.Run(gctx) })
 		g.Go(func() error { api.status.Run(gctx); return nil })
+	}
+	if api == nil {
+		log.Info("node server off: without an API server its callers cannot be authenticated and authorized")
 	}
 	g.Go(func() error { loop.Run(gctx); return nil })
 	g.Go(func() error { logRotation.Run(gctx); return nil })

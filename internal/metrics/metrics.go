@@ -30,6 +30,7 @@ type Metrics struct {
 type Gauges struct {
 	Workers       func() float64 // live pod workers
 	DroppedEvents func() float64 // PLEG events dropped on a full channel
+	RunningPods   func() float64 // pods Running (kubelet_running_pods); nil: not exported
 }
 
 // New registers the collectors.
@@ -54,6 +55,9 @@ func New(g Gauges) *Metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodeagent_pleg_events_dropped_total", Help: "PLEG events dropped on a full channel."}, g.DroppedEvents),
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 	)
+	if g.RunningPods != nil {
+		m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kubelet_running_pods", Help: "Number of pods running on the node (the kubelet's name)."}, g.RunningPods))
+	}
 	return m
 }
 
