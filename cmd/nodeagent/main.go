@@ -5,6 +5,7 @@
 //	nodeagent [flags]            run the agent
 //	nodeagent pods [flags]       list pods from the status directory
 //	nodeagent describe NAME      print one pod (spec and status) as YAML
+//	nodeagent logs POD [flags]   print (-f: follow) a container's log
 package main
 
 import (
@@ -29,6 +30,8 @@ func main() {
 		err = cmdPods(args[1:])
 	case len(args) > 0 && args[0] == "describe":
 		err = cmdDescribe(args[1:])
+	case len(args) > 0 && args[0] == "logs":
+		err = cmdLogs(args[1:])
 	default:
 		err = cmdRun(args)
 	}

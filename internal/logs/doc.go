@@ -1,7 +1,9 @@
 // Package logs rotates the log files of the agent's running containers,
 // as the kubelet's container log manager
 // (pkg/kubelet/logs/container_log_manager.go) does, so that a container
-// writing as fast as it can does not fill the disk.
+// writing as fast as it can does not fill the disk; and reads them, for
+// `nodeagent logs` and the node server's /containerLogs: one concept,
+// the files of a container's log, whose naming both sides share.
 //
 // A container's log is its live file <log> (the runtime's
 // ContainerStatus.LogPath, e.g. <pod-logs-dir>/<ns>_<name>_<uid>/<c>/0.log)
@@ -56,12 +58,57 @@
 // rate estimate follows within a check), and a new container before its
 // first check (~100–300ms; without PodLogsDir, one MonitorInterval).
 //
-// It does not remove the logs of removed containers (internal/cri does),
-// nor serve logs.
+// It does not remove the logs of removed containers (internal/cri does).
+//
+// Reading. Read writes one instance of a container's log (the highest
+// <n> of <n>.log, or with Previous the one before) as `kubectl logs`
+// shows it: the CRI log lines (<time> <stdout|stderr> <P|F> <msg>) of
+// both streams, prefixes stripped, a line's P fragments joined per
+// stream (so a line comes out when finished, and the stderr line written
+// while stdout was mid-line comes first), lines that do not parse
+// skipped as the kubelet does; across the rotated files, gzipped or not,
+// in name order, then the live one. TailLines counts finished lines
+// from the newest file back to pick the first file to read, then keeps
+// the last lines in a ring; SinceTime, Timestamps and LimitBytes apply
+// per line, as the kubelet's.
+//
+// Following (Follow) keeps reading the live file, and, when it is
+// rotated, its successors, every line exactly once, until Exited, a newer
+// instance's log, or ctx:
+//
+//	cur (live) ──rename──> cur is the first rotated name that was not there while it was live
+//	    │                  (or the rotated file with its inode, while uncompressed)
+//	    └─ next file: the next rotated name, else the live file once it has data
+//	       and the runtime closed cur (IN_CLOSE_WRITE), or after writerCloseWait;
+//	       cur is then still read for drainGrace (late lines out of order, not lost)
+//
+// Waiting for the runtime's close matters: containerd's old writer still
+// writes the lines it had read into the rotated file while its new
+// writer writes to the new one, so moving on at the first byte of the
+// new file put lines out of order (seen end to end). Inode numbers are
+// trusted only for files held open (freed ones are reused at once), and
+// every listing that races a rotation is taken again, so a file is never
+// skipped nor read twice. What is lost: files the rotator removed before
+// the reader got to them (a reader MaxFiles rotations behind). The
+// kubelet reads the live file only, and keeps reading the old file after
+// a rotation.
+//
+// Safety. OpenContainerDir takes the pod's namespace, name, UID and the
+// container name, validated as the API's (DNS labels and subdomains:
+// no '/', no "..", no '_', so no two pods share a directory), and opens
+// <root>/<ns>_<name>_<uid>/<container> one component at a time with
+// O_NOFOLLOW|O_DIRECTORY relative to its parent; files are opened
+// relative to that descriptor with O_NOFOLLOW and must be regular files.
+// A single validated component opened with O_NOFOLLOW cannot leave its
+// parent, so openat2's RESOLVE_BENEATH adds nothing here. A symlink
+// anywhere below the root is refused (ErrUnsafePath), even one that
+// stays inside it: the runtime writes real files only.
 //
 // Concurrency: Run is one goroutine, plus the watcher's, which only
 // records new paths. RotateAll and CheckDue each hold the manager's lock
 // for their whole step, so they never overlap; within a step up to
 // MaxWorkers goroutines check and rotate distinct containers, calling the
-// Runtime concurrently.
+// Runtime concurrently. Read is synchronous; a follow adds one inotify
+// goroutine, ended before Read returns. Many Reads may run at once, each
+// with its own ContainerDir (a ContainerDir is for one reader at a time).
 package logs

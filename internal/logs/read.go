@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 )
@@ -50,11 +49,6 @@ type Options struct {
 	PollInterval time.Duration
 }
 
-// drainGrace is how long a file the log moved on from is still read:
-// the runtime's old writer may flush its last buffered bytes into it
-// just after the new file got its first ones.
-const drainGrace = 2 * time.Second
-
 // Read writes the log of one instance of the container in dir to w:
 // every line of stdout and stderr in the order they were finished,
 // without the CRI prefix, fragments joined, across the rotated files
@@ -81,23 +75,43 @@ func Read(ctx context.Context, dir *ContainerDir, opts Options, w io.Writer) err
 		}
 		return fmt.Errorf("%w: %s in %s", ErrNotFound, what, dir.path)
 	}
+	follow := opts.Follow && idx == len(restarts)-1
+	r := newReader(dir, restarts[idx], opts, w)
+	defer r.close()
+	if follow {
+		// Watched from before the first listing, so that the runtime
+		// closing a file is known however early.
+		if w, err := watchDir(dir.fd); err == nil {
+			defer w.close()
+			r.watch, r.writerClosed, r.closeWait = w.wake, w.writerClosed, writerCloseWait
+			r.forget = w.forget
+		}
+	}
+	err = r.start()
+	if err == nil && follow {
+		err = r.follow(ctx)
+	} else if err == nil {
+		err = r.end()
+	}
+	if errors.Is(err, errLimit) {
+		err = nil
+	}
+	return err
+}
+
+func newReader(dir *ContainerDir, restart int, opts Options, w io.Writer) *reader {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	r := &reader{
 		dir:     dir,
-		restart: restarts[idx],
-		base:    strconv.Itoa(restarts[idx]) + ".log",
+		restart: restart,
+		base:    strconv.Itoa(restart) + ".log",
 		opts:    opts,
 		out:     newOutput(w, opts),
 	}
 	r.join.out = r.out.line
-	defer r.close()
-	err = r.run(ctx, opts.Follow && idx == len(restarts)-1)
-	if errors.Is(err, errLimit) {
-		err = nil
-	}
-	return err
+	return r
 }
 
 // source is one open log file.
@@ -155,6 +169,14 @@ type reader struct {
 	// seen holds the rotated names there were when cur was opened as the
 	// live file: once it is rotated, its name is the first new one.
 	seen map[string]bool
+
+	// Following: wake-ups, and whether the runtime closed a file
+	// (nil: unknown; then the next file is read as soon as it has data).
+	watch        <-chan struct{}
+	writerClosed func(name string) bool
+	forget       func(keep func(string) bool)
+	closeWait    time.Duration
+	waitSince    time.Time // since the next file has data, cur not closed
 }
 
 func (r *reader) close() {
@@ -162,7 +184,10 @@ func (r *reader) close() {
 	r.prev.close()
 }
 
-func (r *reader) run(ctx context.Context, follow bool) error {
+// start reads what the log holds, up to the live file's current end,
+// and writes the lines TailLines keeps. cur is then the live file (or
+// the last rotated one while the runtime reopens).
+func (r *reader) start() error {
 	files, err := r.snapshot()
 	if err != nil {
 		return err
@@ -173,7 +198,8 @@ func (r *reader) run(ctx context.Context, follow bool) error {
 		}
 	}()
 	if len(files) == 0 {
-		return nil // pruned between listing and opening
+		r.cur = &source{removed: true} // pruned between listing and opening
+		return r.out.endTail()
 	}
 	start := 0
 	if r.opts.TailLines >= 0 {
@@ -194,19 +220,15 @@ func (r *reader) run(ctx context.Context, follow bool) error {
 	if err := r.drain(r.cur); err != nil {
 		return err
 	}
-	if !follow {
-		if err := r.finish(r.cur); err != nil {
-			return err
-		}
-		if err := r.out.endTail(); err != nil {
-			return err
-		}
-		return r.join.flush()
-	}
-	if err := r.out.endTail(); err != nil {
+	return r.out.endTail()
+}
+
+// end finishes a read that does not follow.
+func (r *reader) end() error {
+	if err := r.finish(r.cur); err != nil {
 		return err
 	}
-	return r.follow(ctx)
+	return r.join.flush()
 }
 
 // entry is one rotated file in a listing.
@@ -336,9 +358,10 @@ func (r *reader) snapshot() ([]*source, error) {
 			out = append(out, s)
 		}
 		r.seen = seen
-		if s.ino == l.liveIno || try >= maxTries {
+		if !newNames(seen, l) || try >= maxTries {
 			return out, nil
 		}
+		// Rotated since the listing: the file live then was not opened.
 		closeAll()
 	}
 }
@@ -418,6 +441,39 @@ func (r *reader) openLive() (*source, map[string]bool, error) {
 			return s, nil, nil
 		}
 	}
+}
+
+// rotatedAfter reports whether names holds a rotated name after cur's:
+// then cur is not followed by the live file.
+func (r *reader) rotatedAfter(names map[string]bool) bool {
+	if r.cur.removed {
+		return false
+	}
+	cur := parseRotated(r.cur.name, strings.TrimPrefix(r.cur.name, r.base+"."))
+	for name := range names {
+		if compareRotated(parseRotated(name, strings.TrimPrefix(name, r.base+".")), cur) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// newNames reports whether names (listed later) holds a rotated name l
+// does not; nil names (the live file rotated already) count as new.
+func newNames(names map[string]bool, l listing) bool {
+	if names == nil {
+		return true
+	}
+	old := map[string]bool{}
+	for _, e := range l.rotated {
+		old[e.name] = true
+	}
+	for name := range names {
+		if !old[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // nameOf is the name of the uncompressed rotated file with inode ino, if
@@ -526,203 +582,4 @@ func (r *reader) raw(b []byte) error {
 		return nil // not a CRI log line: skipped, as the kubelet does
 	}
 	return r.join.add(rec)
-}
-
-// follow reads the live file as it grows, and its successors as it is
-// rotated, until the instance is over or ctx ends.
-func (r *reader) follow(ctx context.Context) error {
-	poll := r.opts.PollInterval
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if w, err := fsnotify.NewWatcher(); err == nil {
-		defer w.Close()
-		// The directory already opened, through its descriptor: no
-		// path is resolved again.
-		if err := w.Add("/proc/self/fd/" + strconv.Itoa(r.dir.fd)); err == nil {
-			events, errs = w.Events, w.Errors
-		}
-	}
-	if poll <= 0 {
-		poll = time.Second
-		if events == nil {
-			poll = 250 * time.Millisecond
-		}
-	}
-	ticker := r.opts.Clock.NewTicker(poll)
-	defer ticker.Stop()
-	for {
-		over := false
-		select {
-		case <-r.opts.Exited:
-			over = true
-		default:
-		}
-		over, err := r.step(over)
-		if err != nil {
-			return err
-		}
-		if f, ok := r.out.w.(interface{ Flush() }); ok {
-			f.Flush()
-		}
-		if over {
-			return r.join.flush()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-r.opts.Exited:
-		case <-events:
-		case <-errs: // lost events: look
-		case <-ticker.C():
-		}
-	drained:
-		for {
-			select {
-			case <-events:
-			case <-errs:
-			default:
-				break drained
-			}
-		}
-	}
-}
-
-// step reads what the log has gained, moving on to the next file when
-// the live one was rotated. exited says the instance is over; then step
-// reads everything there is and reports over. A newer instance's log
-// makes the instance over too (checked before reading, so nothing it
-// wrote is missed).
-//
-//	cur (live) ──rotated: renamed──> cur named (first new rotated name)
-//	   ▲                                │ next file = next rotated name, else the live one once it holds data
-//	   └──────── open next ◄────────────┘ (cur kept as prev for drainGrace: late writes of the old writer)
-func (r *reader) step(exited bool) (over bool, err error) {
-	raced := 0
-	for {
-		l, err := r.list()
-		if err != nil {
-			return false, err
-		}
-		exited = exited || l.newer
-		if r.prev != nil {
-			if err := r.drain(r.prev); err != nil {
-				return false, err
-			}
-			if exited || !r.opts.Clock.Now().Before(r.prevUntil) {
-				if err := r.finish(r.prev); err != nil {
-					return false, err
-				}
-				r.prev = nil
-			}
-		}
-		if err := r.drain(r.cur); err != nil {
-			return false, err
-		}
-		if r.cur.f != nil && l.live && l.liveIno == r.cur.ino {
-			r.cur.name, r.cur.removed = "", false // still live (or renamed back)
-			if !exited {
-				return false, nil
-			}
-			return true, r.finish(r.cur)
-		}
-		if r.cur.name == "" && !r.cur.removed {
-			name, ok := r.curName(l)
-			switch {
-			case ok:
-				r.cur.name = name
-			case !l.stable && raced < maxTries:
-				raced++ // listed while it was being rotated: look again
-				continue
-			case !l.stable:
-				return false, nil
-			default:
-				r.cur.removed = true
-			}
-		}
-		next, ok := r.next(l)
-		if !ok {
-			// Renamed, not yet reopened.
-			if !exited {
-				return false, nil
-			}
-			return true, r.finish(r.cur)
-		}
-		if next == nil && l.liveLen == 0 && !exited {
-			// The runtime reopened, but may still write its last bytes
-			// to the old file: move on once the new one has data.
-			return false, nil
-		}
-		var src *source
-		var seen map[string]bool
-		if next != nil {
-			src, err = r.openRotated(*next)
-		} else if src, seen, err = r.openLive(); err == nil && src.ino != l.liveIno {
-			// The live file listed was rotated since: it is to be read
-			// first, under its rotated name.
-			src.close()
-			if raced++; raced < maxTries {
-				continue
-			}
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if err := r.drain(r.cur); err != nil {
-			src.close()
-			return false, err
-		}
-		if r.cur.f != nil {
-			if r.prev != nil {
-				if err := r.finish(r.prev); err != nil {
-					src.close()
-					return false, err
-				}
-			}
-			r.prev, r.prevUntil = r.cur, r.opts.Clock.Now().Add(drainGrace)
-		}
-		if os.Getenv("LOGDEBUG") != "" {
-			var rn []string
-			for _, e := range l.rotated {
-				rn = append(rn, e.name[len(r.base)+1:]+map[bool]string{true: "p"}[e.plain]+map[bool]string{true: "z"}[e.gzip])
-			}
-			fmt.Fprintf(os.Stderr, "DEBUG switch from %q(ino %d removed %v) to %q ino %d; listing %v live %d stable %v seen %v\n", r.cur.name, r.cur.ino, r.cur.removed, src.name, src.ino, rn, l.liveIno, l.stable, len(r.seen))
-		}
-		r.cur = src
-		if seen != nil {
-			r.seen = seen
-		}
-	}
-}
-
-// curName is the rotated name of cur, which was the live file and is not
-// any more: the rotated file with its inode while it is uncompressed,
-// else the first name that was not there while it was live. Not found
-// in a listing taken while it was being rotated, it is looked for again;
-// not found in a stable one, it was removed rather than rotated.
-func (r *reader) curName(l listing) (string, bool) {
-	if name := r.nameOf(l, r.cur.ino); name != "" {
-		return name, true
-	}
-	for _, e := range l.rotated {
-		if !r.seen[e.name] {
-			return e.name, true
-		}
-	}
-	return "", false
-}
-
-// next is the file after cur: the next rotated one (non-nil), else the
-// live one (nil, true), else none yet (false).
-func (r *reader) next(l listing) (*entry, bool) {
-	if r.cur.removed {
-		return nil, l.live
-	}
-	cur := parseRotated(r.cur.name, strings.TrimPrefix(r.cur.name, r.base+"."))
-	for i := range l.rotated {
-		if compareRotated(l.rotated[i].rotated, cur) > 0 {
-			return &l.rotated[i], true
-		}
-	}
-	return nil, l.live
 }

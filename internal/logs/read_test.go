@@ -318,106 +318,180 @@ func wait(t *testing.T, done <-chan error) error {
 	}
 }
 
+// runtimeLog writes a container's live log as a runtime does: through
+// an open file, which it closes only once it has reopened the log, so
+// the writer's close comes after the rotation's rename.
+type runtimeLog struct {
+	t    *testing.T
+	path string
+	f    *os.File
+}
+
+func newRuntimeLog(t *testing.T, path string) *runtimeLog {
+	l := &runtimeLog{t: t, path: path}
+	l.f = l.open()
+	t.Cleanup(func() { l.f.Close() })
+	return l
+}
+
+func (l *runtimeLog) open() *os.File {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return f
+}
+
+func (l *runtimeLog) write(lines ...string) { writeTo(l.t, l.f, lines...) }
+
+func writeTo(t *testing.T, f *os.File, lines ...string) {
+	t.Helper()
+	if _, err := f.WriteString(strings.Join(lines, "")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopen opens a new live file and returns the old one, still open.
+func (l *runtimeLog) reopen() *os.File {
+	old := l.f
+	l.f = l.open()
+	return old
+}
+
+// rotate renames the live file to name, reopens and closes the old one.
+func (l *runtimeLog) rotate(name string) {
+	if err := os.Rename(l.path, name); err != nil {
+		l.t.Fatal(err)
+	}
+	l.reopen().Close()
+}
+
 // A rotation step by step, each intermediate state seen by the reader:
 // the live file renamed, written to after the rename (the runtime has
 // not reopened yet), a new empty live file (the runtime may still write
-// to the old one), a line begun in the old file and ended in the new;
-// then rotations and compressions faster than the reader may look.
+// to the old one), the new file written to while the old writer still
+// writes (the old file comes first), a line begun in the old file and
+// ended in the new; then rotations and compressions faster than the
+// reader may look. The fake clock never moves: the reader moves on at the
+// runtime's close of the old file, not after a timeout.
 func TestFollowAcrossRotations(t *testing.T) {
 	root, dir := containerDir(t)
 	live := filepath.Join(dir, "0.log")
 	rot := func(s string) string { return filepath.Join(dir, "0.log.20240102-0304"+s) }
-	write(t, live, cri(1, "stdout", "F", "line 1"), cri(2, "stderr", "F", "line 2"))
+	rl := newRuntimeLog(t, live)
+	rl.write(cri(1, "stdout", "F", "line 1"), cri(2, "stderr", "F", "line 2"))
 	exited := make(chan struct{})
 	w := newSignalWriter()
 	clk := clocktesting.NewFakeClock(t0)
 	done := follow(t, root, Options{TailLines: -1, Follow: true, Exited: exited, Clock: clk}, w)
 	w.waitFor(t, lines("line 1", "line 2"))
 
-	appendTo(t, live, cri(3, "stdout", "F", "line 3"))
+	rl.write(cri(3, "stdout", "F", "line 3"))
 	w.waitFor(t, "line 3\n")
 
 	if err := os.Rename(live, rot("05")); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(t, rot("05"), cri(4, "stdout", "F", "line 4 (renamed, not reopened)"))
+	rl.write(cri(4, "stdout", "F", "line 4 (renamed, not reopened)"))
 	w.waitFor(t, "line 4 (renamed, not reopened)\n")
 
-	write(t, live)
-	appendTo(t, rot("05"), cri(5, "stderr", "F", "line 5 (reopened, old writer)"))
+	old := rl.reopen()
+	writeTo(t, old, cri(5, "stderr", "F", "line 5 (reopened, old writer)"))
 	w.waitFor(t, "line 5 (reopened, old writer)\n")
 
-	appendTo(t, rot("05"), cri(6, "stdout", "P", "line 6 begun in the old file, "))
-	appendTo(t, live, cri(7, "stdout", "F", "ended in the new"))
-	w.waitFor(t, "line 6 begun in the old file, ended in the new\n")
+	rl.write(cri(7, "stdout", "F", "line 7 (new writer)"))
+	writeTo(t, old, cri(6, "stdout", "F", "line 6 (old writer, late)"))
+	old.Close()
+	w.waitFor(t, lines("line 6 (old writer, late)", "line 7 (new writer)"))
 
 	// Two rotations, the older file compressed, before the reader may
-	// have looked at all.
-	appendTo(t, live, cri(8, "stdout", "F", "line 7"))
-	if err := os.Rename(live, rot("06")); err != nil {
-		t.Fatal(err)
-	}
-	write(t, live, cri(9, "stdout", "F", "line 8"))
+	// have looked at all; a line begun before the first, ended after.
+	rl.write(cri(8, "stdout", "F", "line 8"), cri(9, "stdout", "P", "line 9 begun in the old file, "))
+	rl.rotate(rot("06"))
+	rl.write(cri(10, "stdout", "F", "ended in the new"), cri(11, "stdout", "F", "line 10"))
 	if err := compress(rot("05")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(live, rot("06_001")); err != nil {
-		t.Fatal(err)
-	}
-	write(t, live, cri(10, "stderr", "F", "line 9"))
+	rl.rotate(rot("06_001"))
+	rl.write(cri(12, "stderr", "F", "line 11"))
 	if err := compress(rot("06")); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(t, live, cri(11, "stdout", "F", "line 10"))
-	w.waitFor(t, "line 10\n")
+	rl.write(cri(13, "stdout", "F", "line 12"))
+	w.waitFor(t, "line 12\n")
 
-	appendTo(t, live, cri(12, "stdout", "P", "unfinished"))
+	rl.write(cri(14, "stdout", "P", "unfinished"))
 	close(exited)
 	if err := wait(t, done); err != nil {
 		t.Fatal(err)
 	}
 	want := lines("line 1", "line 2", "line 3", "line 4 (renamed, not reopened)", "line 5 (reopened, old writer)",
-		"line 6 begun in the old file, ended in the new", "line 7", "line 8", "line 9", "line 10") + "unfinished"
+		"line 6 (old writer, late)", "line 7 (new writer)", "line 8", "line 9 begun in the old file, ended in the new",
+		"line 10", "line 11", "line 12") + "unfinished"
 	if got := w.String(); got != want {
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
 }
 
-// After the move to a new file with data, the old one is still read for
-// drainGrace (late bytes of the runtime's old writer), then let go.
-func TestFollowDrainsTheOldFileForAWhile(t *testing.T) {
+// One pass at a time (step), the runtime's close faked: the reader
+// stays on the rotated file until its writer closed it; without a close,
+// it moves on after writerCloseWait and still reads the old file for
+// drainGrace, then lets it go.
+func TestFollowStepWaitsForTheWriter(t *testing.T) {
 	root, dir := containerDir(t)
 	live := filepath.Join(dir, "0.log")
-	old := filepath.Join(dir, "0.log.20240102-030405")
+	rot1, rot2 := filepath.Join(dir, "0.log.20240102-030405"), filepath.Join(dir, "0.log.20240102-030406")
 	write(t, live, cri(1, "stdout", "F", "line 1"))
-	exited := make(chan struct{})
-	w := newSignalWriter()
 	clk := clocktesting.NewFakeClock(t0)
-	done := follow(t, root, Options{TailLines: -1, Follow: true, Exited: exited, Clock: clk, PollInterval: time.Second}, w)
-	w.waitFor(t, "line 1\n")
-	os.Rename(live, old)
-	write(t, live, cri(3, "stdout", "F", "line 3"))
-	w.waitFor(t, "line 3\n")
-	appendTo(t, old, cri(2, "stderr", "F", "line 2, late"))
-	w.waitFor(t, "line 2, late\n")
-
-	if !openHere(t, old) {
-		t.Fatalf("%s not open while within the grace", old)
-	}
-
-	// Past the grace the old file is let go.
-	clk.Step(drainGrace + time.Second)
-	appendTo(t, live, cri(4, "stdout", "F", "line 4"))
-	w.waitFor(t, "line 4\n")
-	if openHere(t, old) {
-		t.Errorf("%s still open past the grace", old)
-	}
-	close(exited)
-	if err := wait(t, done); err != nil {
+	var out bytes.Buffer
+	closed := map[string]bool{}
+	r := newReader(openDir(t, root), 0, Options{TailLines: -1, Follow: true, Clock: clk}, &out)
+	defer r.close()
+	r.writerClosed = func(name string) bool { return closed[name] }
+	r.closeWait = writerCloseWait
+	if err := r.start(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := w.String(), lines("line 1", "line 3", "line 2, late", "line 4"); got != want {
-		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	step := func(want string) {
+		t.Helper()
+		over, err := r.step(false)
+		if err != nil || over {
+			t.Fatalf("step: over %v, %v", over, err)
+		}
+		if out.String() != want {
+			t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
+		}
+	}
+	step(lines("line 1"))
+
+	os.Rename(live, rot1)
+	write(t, live, cri(3, "stdout", "F", "line 3"))
+	step(lines("line 1")) // the new file has data, the old one is not closed
+	appendTo(t, rot1, cri(2, "stdout", "F", "line 2"))
+	step(lines("line 1", "line 2"))
+	closed[filepath.Base(rot1)] = true
+	step(lines("line 1", "line 2", "line 3"))
+
+	// No close: the next file after writerCloseWait, and the old one
+	// still read for drainGrace.
+	os.Rename(live, rot2)
+	write(t, live, cri(5, "stdout", "F", "line 5"))
+	step(lines("line 1", "line 2", "line 3"))
+	clk.Step(writerCloseWait)
+	step(lines("line 1", "line 2", "line 3", "line 5"))
+	appendTo(t, rot2, cri(4, "stdout", "F", "line 4, late"))
+	step(lines("line 1", "line 2", "line 3", "line 5", "line 4, late"))
+	if !openHere(t, rot2) {
+		t.Errorf("%s not open within the grace", rot2)
+	}
+	clk.Step(drainGrace)
+	step(lines("line 1", "line 2", "line 3", "line 5", "line 4, late"))
+	if openHere(t, rot2) {
+		t.Errorf("%s still open past the grace", rot2)
+	}
+	over, err := r.step(true)
+	if err != nil || !over {
+		t.Errorf("step(exited): over %v, %v", over, err)
 	}
 }
 
