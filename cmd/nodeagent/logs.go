@@ -44,22 +44,9 @@ func cmdLogs(args []string) error {
 	podLogs := fs.String("pod-logs-dir", "/var/log/pods", "nodeagent's --pod-logs-dir")
 	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
 	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
-	// Flags may come before or after the name.
-	want := ""
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if want != "" {
-			return errors.New(logsUsage)
-		}
-		want, rest = fs.Arg(0), fs.Args()[1:]
-	}
-	if want == "" {
-		return errors.New(logsUsage)
+	want, err := parseNameArg(fs, args, logsUsage)
+	if err != nil {
+		return err
 	}
 	if *since < 0 {
 		return fmt.Errorf("--since %v: must not be negative", *since)

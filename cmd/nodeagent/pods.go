@@ -116,22 +116,9 @@ func cmdDescribe(args []string) error {
 	fs := flag.NewFlagSet("describe", flag.ContinueOnError)
 	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
 	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
-	// Flags may come before or after the name.
-	want := ""
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if want != "" {
-			return errors.New("usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
-		}
-		want, rest = fs.Arg(0), fs.Args()[1:]
-	}
-	if want == "" {
-		return errors.New("usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
+	want, err := parseNameArg(fs, args, "usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
+	if err != nil {
+		return err
 	}
 	pods, err := status.List(statusDir(*root, *dir))
 	if err != nil {
@@ -168,4 +155,26 @@ func statusDir(root, dir string) string {
 		return dir
 	}
 	return filepath.Join(root, "status")
+}
+
+// parseNameArg parses fs from args and returns the one name argument;
+// flags may come before or after it.
+func parseNameArg(fs *flag.FlagSet, args []string, usage string) (string, error) {
+	want := ""
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			return "", err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if want != "" {
+			return "", errors.New(usage)
+		}
+		want, rest = fs.Arg(0), fs.Args()[1:]
+	}
+	if want == "" {
+		return "", errors.New(usage)
+	}
+	return want, nil
 }

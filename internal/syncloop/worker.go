@@ -184,7 +184,7 @@ func (w *worker) step(ctx context.Context) bool {
 		return l.workerDone(w)
 	}
 	if r := l.cfg.Run.Admit(&admit.Attributes{Pod: p}); !r.Admit {
-		return w.blocked(syncCtx, ctx, p, st, r)
+		return w.blocked(syncCtx, p, st, r)
 	}
 	w.blockedBy = ""
 	res := l.rt.SyncPod(syncCtx, p, st)
@@ -223,7 +223,7 @@ func effectiveGrace(grace int64, p *v1.Pod) int64 {
 // blocked handles a pod the run chain refuses: its containers are
 // stopped (not removed), its status shows why, and it is judged again at
 // the next resync or update.
-func (w *worker) blocked(syncCtx, ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, r admit.Result) bool {
+func (w *worker) blocked(syncCtx context.Context, p *v1.Pod, st *pod.RuntimeStatus, r admit.Result) bool {
 	l := w.loop
 	if w.blockedBy != r.Reason+r.Message {
 		w.log.Warn("pod may not run here; kept Pending", zap.String("reason", r.Reason), zap.String("message", r.Message))
