@@ -180,7 +180,10 @@ func (m *Manager) Sync(p *v1.Pod, st *pod.RuntimeStatus) {
 					w.run()
 				}()
 			}
-			if t.id != "" && t.id != w.target.id {
+			// As the kubelet: only readiness is probed at once on a new
+			// instance (liveness and startup wait a period, or a starting
+			// server would be killed before it listens).
+			if kind == pod.Readiness && t.id != "" && t.id != w.target.id {
 				select {
 				case w.trigger <- struct{}{}:
 				default:

@@ -28,8 +28,8 @@ type worker struct {
 	init      bool
 	kind      pod.ProbeKind
 	stop      chan struct{}
-	// trigger asks for a probe now: a new instance is running (the
-	// kubelet's manual trigger), rather than a period later.
+	// trigger asks for a readiness probe now: a new instance is running
+	// (the kubelet's manual trigger), rather than a period later.
 	trigger chan struct{}
 	// ctx ends with the worker, cancelling a probe in flight.
 	ctx    context.Context
