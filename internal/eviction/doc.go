@@ -15,7 +15,9 @@
 //	pids:   lower priority first
 //
 // Only pods that run something are candidates; static and critical pods
-// (priority ≥ 2000000000) are never evicted, as the kubelet. An evicted
+// (priority ≥ 2000000000) come last. The kubelet never evicts them; here
+// every pod of a standalone node is static, so they stay evictable, last
+// (the order). An evicted
 // pod ends Failed with reason Evicted and a message naming the resource,
 // the threshold and what its containers used; a hard threshold kills it
 // with no grace, a soft one with min(its grace, --eviction-max-pod-grace-period).

@@ -230,13 +230,6 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 		return nil, nil
 	}
 	victim := pods[0]
-	if critical(victim) {
-		// As the kubelet: static and system-critical pods are never
-		// evicted (they rank last, so only they are left).
-		m.log.Warn("eviction threshold met but only critical pods are left; they are not evicted",
-			zap.String("signal", c.t.Signal), zap.String("pod", victim.Namespace+"/"+victim.Name))
-		return nil, nil
-	}
 	grace := int64(0)
 	if c.t.Grace > 0 {
 		grace = podGrace(victim)
