@@ -58,12 +58,15 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 			sub = expand(vm.SubPathExpr)
 		}
 		if sub != "" {
-			// Every element is validated (volume and container names are
-			// DNS labels, the UID a plain token, ChildDir keeps the pod
-			// directory beneath its root) and volume-subpaths is never
-			// mounted into a container, so no container can plant a
-			// symlink on this path.
-			target := filepath.Join(m.Dir(p.UID), "volume-subpaths", vm.Name, c.Name, strconv.Itoa(i))
+			// Each manifest-named element goes through ChildDir (a name
+			// with a separator or "..", which validation already refuses,
+			// becomes a harmless hashed name beneath its parent), and
+			// volume-subpaths is never mounted into a container, so no
+			// container can plant a symlink on this path.
+			target := filepath.Join(m.Dir(p.UID), "volume-subpaths")
+			for _, elem := range []string{vm.Name, c.Name, strconv.Itoa(i)} {
+				target = volume.ChildDir(target, elem)
+			}
 			if err := volume.BindSubPath(host, sub, target); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 			}
