@@ -74,6 +74,7 @@ type options struct {
 	bootstrapKubeconfig        string
 	certDir                    string
 	rotateCertificates         bool
+	rotateServerCertificates   bool
 	kubeAPIQPS                 float64
 	kubeAPIBurst               int
 	registerNode               bool
@@ -122,6 +123,7 @@ type options struct {
 	pullSecretsDir         string
 
 	// Node server (internal/server), API mode only.
+	readOnlyPort      int
 	address           string
 	tlsCertFile       string
 	tlsPrivateKeyFile string
@@ -199,6 +201,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig whose credential may create a CSR for the node's client certificate (TLS bootstrap)")
 	fs.StringVar(&o.certDir, "cert-dir", "", "where the node's certificates are kept (default <root-dir>/pki)")
 	fs.BoolVar(&o.rotateCertificates, "rotate-certificates", true, "request a new client certificate before the current one expires")
+	fs.BoolVar(&o.rotateServerCertificates, "rotate-server-certificates", false, "request the node server's certificate from the API server with a CSR (signer kubernetes.io/kubelet-serving, to be approved: kubectl certificate approve) and renew it before it expires; --tls-cert-file, if given, is served until the first one is issued")
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server")
 	fs.BoolVar(&o.registerNode, "register-node", true, "create the Node object when it does not exist")
@@ -208,6 +211,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.nodeLeaseDurationSeconds, "node-lease-duration-seconds", 40, "duration of the node's Lease; renewed every quarter of it")
 	fs.IntVar(&o.port, "port", 10250, "the node server's port (API mode), published in the Node's daemonEndpoints")
 	fs.StringVar(&o.address, "address", "0.0.0.0", "the node server's address")
+	fs.IntVar(&o.readOnlyPort, "read-only-port", 0, "plain-HTTP port on --address serving /healthz, /pods, /stats/summary, /metrics and /metrics/resource with no authentication (either mode); 0 (default) disables it")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "the node server's certificate (default: <cert-dir>/kubelet.crt, self-signed at first start)")
 	fs.StringVar(&o.tlsPrivateKeyFile, "tls-private-key-file", "", "the key of --tls-cert-file")
 	fs.StringVar(&o.tlsMinVersion, "tls-min-version", "VersionTLS12", "the node server's minimum TLS version: VersionTLS12 or VersionTLS13")
@@ -377,9 +381,15 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	if !set["port"] && kc.Port != 0 {
 		o.port = int(kc.Port)
 	}
+	if !set["read-only-port"] && kc.ReadOnlyPort != 0 {
+		o.readOnlyPort = int(kc.ReadOnlyPort)
+	}
 	str("tls-cert-file", &o.tlsCertFile, kc.TLSCertFile)
 	str("tls-private-key-file", &o.tlsPrivateKeyFile, kc.TLSPrivateKeyFile)
 	str("tls-min-version", &o.tlsMinVersion, kc.TLSMinVersion)
+	if !set["rotate-server-certificates"] && kc.ServerTLSBootstrap {
+		o.rotateServerCertificates = true
+	}
 	if !set["tls-cipher-suites"] && len(kc.TLSCipherSuites) > 0 {
 		o.tlsCipherSuites = kc.TLSCipherSuites
 	}
@@ -460,6 +470,12 @@ func (o *options) validate() error {
 	}
 	if (o.tlsCertFile == "") != (o.tlsPrivateKeyFile == "") {
 		errs = append(errs, errors.New("give both --tls-cert-file and --tls-private-key-file, or neither"))
+	}
+	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
+		errs = append(errs, fmt.Errorf("--read-only-port %d: want 0 (off) to 65535", o.readOnlyPort))
+	}
+	if o.rotateServerCertificates && o.kubeconfig == "" {
+		errs = append(errs, errors.New("--rotate-server-certificates needs --kubeconfig (the serving certificate is requested from the API server)"))
 	}
 	if o.bootstrapKubeconfig != "" && o.kubeconfig == "" {
 		errs = append(errs, errors.New("--bootstrap-kubeconfig needs --kubeconfig (the file TLS bootstrap writes)"))

@@ -69,12 +69,14 @@ func TestOptionErrors(t *testing.T) {
 		{"bad reserved cpus", []string{"--manifest-dir", "/m", "--cpu-manager-policy", "static", "--reserved-cpus", "0-"}, "want a CPU list"},
 		{"bad cpu reconcile period", []string{"--manifest-dir", "/m", "--cpu-manager-reconcile-period", "0s"}, "--cpu-manager-reconcile-period must be > 0"},
 		{"bootstrap without kubeconfig", []string{"--manifest-dir", "/m", "--bootstrap-kubeconfig", "/b"}, "needs --kubeconfig"},
+		{"server certificate CSR without kubeconfig", []string{"--manifest-dir", "/m", "--rotate-server-certificates"}, "--rotate-server-certificates needs --kubeconfig"},
 		{"restricted node label", []string{"--kubeconfig", "/k", "--node-labels", "node-role.kubernetes.io/worker=,node.kubernetes.io/pool=a"}, "node-role.kubernetes.io/worker"},
 		{"bad taint", []string{"--kubeconfig", "/k", "--register-with-taints", "a=b:Sometimes"}, "effect must be"},
 		{"bad reservation", []string{"--kubeconfig", "/k", "--kube-reserved", "memory=-1Gi"}, "non-negative quantity"},
 		{"bad eviction threshold", []string{"--kubeconfig", "/k", "--eviction-hard", "memory.available<lots"}, "bad quantity"},
 		{"wrong config kind", []string{"--config", bad}, "want kind KubeletConfiguration"},
 		{"bad label", []string{"--manifest-dir", "/m", "--node-labels", "novalue"}, "want key=value"},
+		{"bad read-only port", []string{"--manifest-dir", "/m", "--read-only-port", "70000"}, "--read-only-port 70000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,5 +103,8 @@ func TestAPIModeOptions(t *testing.T) {
 	}
 	if m := o.reserved[0][v1.ResourceMemory]; m.String() != "256Mi" || len(o.hardThresholds) != 4 {
 		t.Fatalf("reserved %v thresholds %v", o.reserved, o.hardThresholds)
+	}
+	if o.readOnlyPort != 0 {
+		t.Fatalf("read-only port %d by default; want 0 (off)", o.readOnlyPort)
 	}
 }

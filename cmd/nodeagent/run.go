@@ -42,6 +42,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
 	"github.com/nodeagent/nodeagent/internal/server"
+	"github.com/nodeagent/nodeagent/internal/stats"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
 )
@@ -366,6 +367,22 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
+	nodeStats, err := stats.New(stats.Config{
+		NodeName: nodeName, Runtime: conn, Selector: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
+		Host:       stats.Host{ProcRoot: "/proc", CgroupRoot: cgroupMountRoot, RootDir: o.rootDir},
+		PodLogsDir: o.podLogsDir, Timeout: o.runtimeRequestTimeout, Clock: clk, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	// What the read-only port and the node server read.
+	readers := server.Config{NodeName: nodeName, Health: health, Metrics: mets.Handler(health), Stats: nodeStats,
+		Resource: nodeStats.ResourceHandler(), Pods: func() ([]*v1.Pod, error) { return status.List(statusDir) }, Logger: log}
+	if o.readOnlyPort > 0 {
+		if err := readOnlyPort(gctx, g, o, readers, log); err != nil {
+			return err
+		}
+	}
 	if o.healthzPort > 0 {
 		addr := net.JoinHostPort(o.healthzBindAddress, strconv.Itoa(o.healthzPort))
 		// As the kubelet: a taken port costs the endpoint, not the pods.
@@ -421,8 +438,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		api.pods.Start(gctx)
 		api.objs.Start(gctx)
 		g.Go(func() error { return nodeMgr.Run(gctx) })
-		serve, err := nodeServer(o, api, conn, nodeName, nodeIP, func() ([]*v1.Pod, error) { return status.List(statusDir) },
-			server.Config{Health: health, Metrics: mets.Handler(health)}, log)
+		serve, err := nodeServer(o, api, conn, nodeName, nodeIP, readers.Pods, readers, log)
 		if err != nil {
 			return err
 		}

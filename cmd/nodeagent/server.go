@@ -8,11 +8,15 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/internal/kubeapi"
+	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/server"
 	"github.com/nodeagent/nodeagent/internal/status"
 )
@@ -30,10 +34,26 @@ func nodeServer(o *options, api *apiMode, rt server.Runtime, nodeName, nodeIP st
 	if ip := net.ParseIP(nodeIP); ip != nil {
 		ips = append(ips, ip)
 	}
-	tlsCfg, err := server.TLSConfig(server.TLSOptions{
+	tlsOpts := server.TLSOptions{
 		CertFile: o.tlsCertFile, KeyFile: o.tlsPrivateKeyFile, CertDir: certDir, Host: nodeName, IPs: ips,
 		MinVersion: o.tlsMinVersion, CipherSuites: o.tlsCipherSuites,
-	})
+	}
+	var serving *kubeapi.ServingCert
+	if o.rotateServerCertificates {
+		// As the kubelet with serverTLSBootstrap: the certificate comes
+		// from a CSR; --tls-cert-file, if given, is not an error but only
+		// served until the first issued certificate replaces it (the
+		// kubelet hands it to the same store).
+		serving, err = kubeapi.NewServingCert(kubeapi.ServingConfig{
+			Client: api.client.Clientset, CertDir: certDir, NodeName: nodeName, Hostnames: []string{nodeName}, IPs: ips,
+			CertFile: o.tlsCertFile, KeyFile: o.tlsPrivateKeyFile, Clock: clock.RealClock{}, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		tlsOpts.Certificates = serving
+	}
+	tlsCfg, err := server.TLSConfig(tlsOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -64,8 +84,39 @@ func nodeServer(o *options, api *apiMode, rt server.Runtime, nodeName, nodeIP st
 		return nil, nil
 	}
 	log.Info("serving the node server", zap.String("address", addr), zap.String("authorization", o.authorizationMode),
-		zap.Bool("clientCertificates", authn.ClientCAs != nil), zap.Bool("tokens", authn.Tokens != nil), zap.Bool("anonymous", authn.Anonymous))
-	return func(ctx context.Context) error { return srv.Serve(ctx, ln, tlsCfg) }, nil
+		zap.Bool("clientCertificates", authn.ClientCAs != nil), zap.Bool("tokens", authn.Tokens != nil), zap.Bool("anonymous", authn.Anonymous),
+		zap.Bool("csrServingCertificate", serving != nil))
+	if serving == nil {
+		return func(ctx context.Context) error { return srv.Serve(ctx, ln, tlsCfg) }, nil
+	}
+	return func(ctx context.Context) error {
+		// The certificate's requests and renewals live as long as the
+		// server.
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { serving.Run(gctx); return nil })
+		g.Go(func() error { return srv.Serve(gctx, ln, tlsCfg) })
+		return g.Wait()
+	}, nil
+}
+
+// readOnlyPort serves the read-only endpoints over plain HTTP on
+// --address:--read-only-port (no authentication: only when asked). A
+// taken port costs the endpoint, not the pods.
+func readOnlyPort(ctx context.Context, g *errgroup.Group, o *options, readers server.Config, log *zap.Logger) error {
+	h, err := server.ReadOnly(readers)
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(o.address, strconv.Itoa(o.readOnlyPort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("no read-only port; pods are run regardless (free the port or change --read-only-port)", zap.Error(err))
+		return nil
+	}
+	log.Warn("serving the read-only port: /healthz, /pods, /stats/summary, /metrics and /metrics/resource to anyone who can reach it, unauthenticated",
+		zap.String("address", addr))
+	g.Go(func() error { return metrics.Serve(ctx, ln, h) })
+	return nil
 }
 
 // configz is the effective configuration in the KubeletConfiguration
@@ -83,10 +134,12 @@ func configz(o *options) kubeletv1beta1.KubeletConfiguration {
 		HTTPCheckFrequency: d(o.httpCheckFrequency),
 		Address:            o.address,
 		Port:               int32(o.port),
+		ReadOnlyPort:       int32(o.readOnlyPort),
 		TLSCertFile:        o.tlsCertFile,
 		TLSPrivateKeyFile:  o.tlsPrivateKeyFile,
 		TLSCipherSuites:    o.tlsCipherSuites,
 		TLSMinVersion:      o.tlsMinVersion,
+		ServerTLSBootstrap: o.rotateServerCertificates,
 		Authentication: kubeletv1beta1.KubeletAuthentication{
 			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: o.clientCAFile},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: b(o.authnTokenWebhook), CacheTTL: metav1.Duration{Duration: 2 * time.Minute}},

@@ -327,8 +327,12 @@ func TestTerminationMessage(t *testing.T) {
 		{name: "fallback: success keeps no message", policy: v1.TerminationMessageFallbackToLogsOnError, log: criLog("F all good")},
 		{
 			name: "fallback: log tail, both streams, partial lines joined", policy: v1.TerminationMessageFallbackToLogsOnError, exitCode: 1,
-			log:  criLog("F starting", "P error: con", "P nection ", "F refused") + "garbage line\n",
-			want: "starting\nerror: connection refused\n",
+			log: "2026-01-02T03:04:05.000000001Z stdout F starting\n" +
+				"2026-01-02T03:04:05.000000002Z stderr P error: con\n" +
+				"2026-01-02T03:04:05.000000003Z stdout F between\n" +
+				"2026-01-02T03:04:05.000000004Z stderr P nection \n" +
+				"2026-01-02T03:04:05.000000005Z stderr F refused\n" + "garbage line\n",
+			want: "starting\nbetween\nerror: connection refused\n",
 		},
 		{name: "fallback: the last 80 lines", policy: v1.TerminationMessageFallbackToLogsOnError, exitCode: 1, log: criLog(many...), want: manyWant.String()},
 		{
@@ -371,5 +375,33 @@ func TestTerminationMessage(t *testing.T) {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTerminationMessageLogSymlink: a log file replaced by a symlink out
+// of the pod's log directory is not followed for the fallback message.
+func TestTerminationMessageLogSymlink(t *testing.T) {
+	h := newHarness(t)
+	p := webPod.DeepCopy()
+	p.Spec.Containers[0].TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
+	if res := h.sync(p); res.Err != nil {
+		t.Fatalf("SyncPod() = %+v", res)
+	}
+	c := h.latest("app")
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("2026-01-02T03:04:05.000000001Z stdout F SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(h.logs, "default_web-node1_uid-1", c.Config.LogPath)
+	os.Remove(logFile)
+	if err := os.Symlink(secret, logFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.fake.ExitContainer(c.ID, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := h.status(p).Latest("app", false)
+	if got == nil || strings.Contains(got.Message, "SECRET") || !strings.Contains(got.Message, "unsafe log path") {
+		t.Errorf("message %q: want the refusal of the symlink, not its target", got.Message)
 	}
 }

@@ -1,7 +1,6 @@
 package cri
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodeagent/nodeagent/internal/logs"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
@@ -55,13 +55,7 @@ func (r *Runtime) addTerminationMessage(owner *pod.RuntimeStatus, pc *pod.Contai
 		msg, checkLogs = readTerminationMessage(r.terminationMessageFile(owner.UID, pc.Name, pc.RestartCount), fallback)
 	}
 	if checkLogs {
-		logPath := s.LogPath
-		if !filepath.IsAbs(logPath) {
-			// The CRI leaves the reported path to the runtime; it is the
-			// sandbox's log directory joined with the container's.
-			logPath = filepath.Join(r.podLogDir(owner.Namespace, owner.Name, owner.UID), logPath)
-		}
-		msg = logTail(logPath)
+		msg = r.logTail(logs.ContainerRef{Namespace: owner.Namespace, Pod: owner.Name, UID: string(owner.UID), Container: pc.Name}, pc.RestartCount)
 	}
 	if msg == "" {
 		return
@@ -104,108 +98,25 @@ func readLast(file string, n int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, n))
 }
 
-// logTail is the end of a CRI log file as a reader of the container's
-// output sees it: the content of its last 80 lines (both streams, the
-// "<time> <stream> <P|F> " prefixes removed, a partial line joined with
-// its continuation), cut to the last 2 KiB. It is the kubelet's
-// readLastStringFromContainerLogs.
-func logTail(file string) string {
-	f, err := os.Open(file)
+// logTail is the end of a container instance's log as a reader of its
+// output sees it: the content of its last 80 lines (both streams, partial
+// lines joined), cut to the last 2 KiB — the kubelet's
+// readLastStringFromContainerLogs. It is read by internal/logs, as
+// `kubectl logs` is: across rotations, without following a symlink out of
+// the pod's log directory.
+func (r *Runtime) logTail(ref logs.ContainerRef, restart int) string {
+	dir, err := logs.OpenContainerDir(r.cfg.PodLogsDir, ref)
 	if err != nil {
 		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
 	}
-	defer f.Close()
-	start, err := tailLinesStart(f, maxTerminationLogLines)
-	if err != nil {
+	defer dir.Close()
+	var buf bytes.Buffer
+	if err := logs.ReadRestart(dir, restart, logs.Options{TailLines: maxTerminationLogLines}, &buf); err != nil {
 		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
 	}
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
-	}
-	var out []byte
-	br := bufio.NewReader(f)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if content, ok := parseCRILogLine(line); ok {
-				out = append(out, content...)
-				if len(out) > 2*maxTerminationLogBytes {
-					out = append(out[:0], out[len(out)-maxTerminationLogBytes:]...)
-				}
-			}
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Sprintf("Error on reading termination message from logs: %v", err)
-		}
-	}
+	out := buf.Bytes()
 	if len(out) > maxTerminationLogBytes {
 		out = out[len(out)-maxTerminationLogBytes:]
 	}
 	return string(out)
-}
-
-// tailLinesStart is the offset where the last n lines of f begin (a
-// final line without its newline counts as a line).
-func tailLinesStart(f *os.File, n int) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	const block = 4096
-	size := fi.Size()
-	buf := make([]byte, block)
-	newlines := 0
-	// A trailing newline ends the last line; it does not start one.
-	end := size
-	for end > 0 {
-		off := end - block
-		if off < 0 {
-			off = 0
-		}
-		chunk := buf[:end-off]
-		if _, err := f.ReadAt(chunk, off); err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
-		}
-		for i := len(chunk) - 1; i >= 0; i-- {
-			if chunk[i] != '\n' || off+int64(i) == size-1 {
-				continue
-			}
-			newlines++
-			if newlines == n {
-				return off + int64(i) + 1, nil
-			}
-		}
-		end = off
-	}
-	return 0, nil
-}
-
-// parseCRILogLine returns the content of one CRI log line,
-// "<RFC3339Nano time> <stdout|stderr> <P|F>[:tags] <content>\n": the
-// content with its newline, without it for a partial (P) line, which the
-// next line continues. A line not in this format is skipped.
-func parseCRILogLine(line []byte) ([]byte, bool) {
-	rest := line
-	var fields [3][]byte
-	for i := range fields {
-		sp := bytes.IndexByte(rest, ' ')
-		if sp < 0 {
-			return nil, false
-		}
-		fields[i], rest = rest[:sp], rest[sp+1:]
-	}
-	if s := string(fields[1]); s != "stdout" && s != "stderr" {
-		return nil, false
-	}
-	tag, _, _ := bytes.Cut(fields[2], []byte(":"))
-	switch string(tag) {
-	case string(runtimeapi.LogTagPartial):
-		return bytes.TrimSuffix(rest, []byte("\n")), true
-	case string(runtimeapi.LogTagFull):
-		return rest, true
-	}
-	return nil, false
 }

@@ -10,8 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/nodeagent/nodeagent/internal/stats"
 )
 
 // Host observes the signals from the host: /proc (under ProcRoot), and
@@ -86,36 +87,18 @@ func memory(path string) (Observation, error) {
 }
 
 func fsAvail(path string) (Observation, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return Observation{}, fmt.Errorf("statfs %s: %w", path, err)
+	fs, err := stats.Statfs(path, time.Time{})
+	if err != nil {
+		return Observation{}, err
 	}
-	return Observation{Available: int64(st.Bavail) * st.Bsize, Capacity: int64(st.Blocks) * st.Bsize}, nil
+	return Observation{Available: int64(*fs.AvailableBytes), Capacity: int64(*fs.CapacityBytes)}, nil
 }
 
-// pids is pid_max minus the threads the kernel runs (/proc/loadavg's
-// "running/total").
+// pids is pid_max less the threads the kernel runs.
 func pids(proc string) (Observation, error) {
-	b, err := os.ReadFile(filepath.Join(proc, "sys", "kernel", "pid_max"))
+	max, cur, err := stats.PIDs(proc)
 	if err != nil {
 		return Observation{}, err
 	}
-	max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return Observation{}, fmt.Errorf("pid_max: %w", err)
-	}
-	la, err := os.ReadFile(filepath.Join(proc, "loadavg"))
-	if err != nil {
-		return Observation{}, err
-	}
-	f := strings.Fields(string(la))
-	if len(f) < 4 {
-		return Observation{}, errors.New("loadavg: short")
-	}
-	_, total, ok := strings.Cut(f[3], "/")
-	n, err := strconv.ParseInt(total, 10, 64)
-	if !ok || err != nil {
-		return Observation{}, fmt.Errorf("loadavg: %q", f[3])
-	}
-	return Observation{Available: max - n, Capacity: max}, nil
+	return Observation{Available: max - cur, Capacity: max}, nil
 }

@@ -209,3 +209,23 @@ func restartOf(name string) (int, bool) {
 	n, err := strconv.Atoi(num)
 	return n, err == nil
 }
+
+// Usage is the space and inodes the directory's regular files take (the
+// live log and its rotations), for the summary's logs figures. Entries
+// are lstat'ed: a symlink counts as itself, its target is not read.
+func (d *ContainerDir) Usage() (bytes, inodes uint64, err error) {
+	names, err := d.names()
+	if err != nil {
+		return 0, 0, err
+	}
+	inodes = 1 // the directory
+	for _, n := range names {
+		st, err := d.stat(n)
+		if err != nil {
+			continue // gone since the listing
+		}
+		inodes++
+		bytes += uint64(st.Blocks) * 512
+	}
+	return bytes, inodes, nil
+}

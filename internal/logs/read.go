@@ -99,6 +99,28 @@ func Read(ctx context.Context, dir *ContainerDir, opts Options, w io.Writer) err
 	return err
 }
 
+// ReadRestart writes the log of the container's instance with the given
+// restart number, as Read does, without following.
+func ReadRestart(dir *ContainerDir, restart int, opts Options, w io.Writer) error {
+	restarts, err := dir.Restarts()
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(restarts, restart) {
+		return fmt.Errorf("%w: no log of instance %d in %s", ErrNotFound, restart, dir.path)
+	}
+	opts.Follow = false
+	r := newReader(dir, restart, opts, w)
+	defer r.close()
+	if err = r.start(); err == nil {
+		err = r.end()
+	}
+	if errors.Is(err, errLimit) {
+		err = nil
+	}
+	return err
+}
+
 func newReader(dir *ContainerDir, restart int, opts Options, w io.Writer) *reader {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

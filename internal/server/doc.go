@@ -3,7 +3,11 @@
 // exec/attach/port-forward` and `get --raw /api/v1/nodes/<node>/proxy/...`.
 //
 // It owns the TLS settings and the serving certificate (given files, or
-// self-signed at first start in the cert dir, as the kubelet), the
+// self-signed at first start in the cert dir, as the kubelet; or, with
+// --rotate-server-certificates, read at every handshake from a
+// CertificateSource — internal/kubeapi's CSR-issued, rotated one — so a
+// renewed certificate is served from the next handshake and, while there
+// is none, handshakes fail with ErrNoServingCertificate), the
 // authentication (x509 client certificates against a client CA, bearer
 // tokens through TokenReview, anonymous only when asked), the
 // authorization (SubjectAccessReview with the kubelet's
@@ -20,9 +24,15 @@
 // simpler choice over apimachinery's UpgradeAwareHandler, whose extras —
 // redirects, rewriting — the agent does not need).
 //
-// Not here: /stats and
-// /metrics/resource, /logs/ (the host's /var/log: not served at all), the
-// read-only port, and the CSR-based serving certificate.
+// /stats/summary and /metrics/resource serve what internal/stats gives
+// (a Summarizer and a handler). The read-only port (ReadOnly) is the
+// reading endpoints — /healthz, /pods, /stats/summary, /metrics,
+// /metrics/resource — over plain HTTP with no authentication, served only
+// when the operator sets --read-only-port.
+//
+// Not here: /logs/ (the host's /var/log: not served at all), nor the
+// serving certificate's CSR and renewals (internal/kubeapi's ServingCert,
+// client-go's certificate manager).
 //
 // Concurrency: the handlers and the caches are safe for concurrent use;
 // Serve runs until its context ends.

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 )
 
@@ -25,6 +27,8 @@ type Config struct {
 	Health        func() error              // nil: healthy
 	Metrics       http.Handler              // /metrics; nil: not served
 	Configz       func() any                // /configz; nil: not served
+	Stats         Summarizer                // /stats/summary; nil: not served
+	Resource      http.Handler              // /metrics/resource; nil: not served
 	PodLogsDir    string                    // /containerLogs reads here; "": not served
 	Clock         clock.WithTicker          // default real
 	CallTimeout   time.Duration             // of each CRI call (default 2m)
@@ -50,17 +54,9 @@ func New(cfg Config) (*Server, error) {
 	case cfg.Logger == nil:
 		return nil, errors.New("server: no logger")
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	if cfg.CallTimeout == 0 {
-		cfg.CallTimeout = 2 * time.Minute
-	}
-	s := &Server{cfg: cfg, log: cfg.Logger.Named("server")}
+	s := newServer(cfg)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", s.healthz)
-	mux.HandleFunc("GET /pods", s.pods)
-	mux.HandleFunc("GET /pods/{$}", s.pods)
+	s.readOnlyRoutes(mux)
 	for _, p := range []string{"/exec/{ns}/{pod}/{container}", "/exec/{ns}/{pod}/{uid}/{container}"} {
 		mux.HandleFunc("GET "+p, s.exec)
 		mux.HandleFunc("POST "+p, s.exec)
@@ -78,14 +74,53 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PodLogsDir != "" {
 		mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", s.containerLogs)
 	}
-	if cfg.Metrics != nil {
-		mux.Handle("GET /metrics", cfg.Metrics)
-	}
 	if cfg.Configz != nil {
 		mux.HandleFunc("GET /configz", s.configz)
 	}
 	s.handler = s.filter(mux)
 	return s, nil
+}
+
+func newServer(cfg Config) *Server {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	return &Server{cfg: cfg, log: cfg.Logger.Named("server")}
+}
+
+// readOnlyRoutes are the endpoints that only read: those of the
+// read-only port, and of the secure port beside the others.
+func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("GET /pods", s.pods)
+	mux.HandleFunc("GET /pods/{$}", s.pods)
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
+	if s.cfg.Stats != nil {
+		mux.HandleFunc("GET /stats/summary", s.summary)
+	}
+	if s.cfg.Resource != nil {
+		mux.Handle("GET /metrics/resource", s.cfg.Resource)
+	}
+}
+
+// ReadOnly is the kubelet's read-only port: /healthz, /pods,
+// /stats/summary, /metrics and /metrics/resource over plain HTTP, with
+// no authentication or authorization — only when the operator asks for
+// it (--read-only-port). Logs, exec and the configuration are not on it.
+// Only NodeName, Pods and Logger are required.
+func ReadOnly(cfg Config) (http.Handler, error) {
+	if cfg.NodeName == "" || cfg.Pods == nil || cfg.Logger == nil {
+		return nil, errors.New("server: read-only port needs a node name, pods and a logger")
+	}
+	s := newServer(cfg)
+	mux := http.NewServeMux()
+	s.readOnlyRoutes(mux)
+	return mux, nil
 }
 
 // Handler is the server's handler, authentication and authorization
@@ -137,6 +172,32 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	fmt.Fprint(w, "ok")
+}
+
+// Summarizer gives the node's summary (internal/stats).
+type Summarizer interface {
+	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
+}
+
+// summary answers /stats/summary, with the kubelet's
+// only_cpu_and_memory=true.
+func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
+	only := false
+	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("only_cpu_and_memory: %v", err), http.StatusBadRequest)
+			return
+		}
+		only = b
+	}
+	sum, err := s.cfg.Stats.Summary(r.Context(), only)
+	if err != nil {
+		s.log.Warn("stats summary", zap.Error(err))
+		http.Error(w, fmt.Sprintf("Internal Error: failed to get node stats: %v", err), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, sum)
 }
 
 func (s *Server) configz(w http.ResponseWriter, _ *http.Request) {

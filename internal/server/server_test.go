@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -321,5 +323,103 @@ func TestContainerLogs(t *testing.T) {
 		if resp.StatusCode != 404 {
 			t.Errorf("%s: %d; want 404", path, resp.StatusCode)
 		}
+	}
+}
+
+// fakeStats answers a fixed summary and records what it was asked.
+type fakeStats struct {
+	only []bool
+	err  error
+}
+
+func (f *fakeStats) Summary(_ context.Context, only bool) (*statsapi.Summary, error) {
+	f.only = append(f.only, only)
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &statsapi.Summary{Node: statsapi.NodeStats{NodeName: "node1"}, Pods: []statsapi.PodStats{{PodRef: statsapi.PodReference{Name: "web", Namespace: "default"}}}}, nil
+}
+
+// TestStatsSummary: /stats/summary is authorized as nodes/stats, passes
+// only_cpu_and_memory, refuses a bad one and answers a failed summary
+// with 500; /metrics/resource is nodes/metrics.
+func TestStatsSummary(t *testing.T) {
+	st := &fakeStats{}
+	authz := &recordingAuthz{allow: map[string]bool{"stats": true, "metrics": true}}
+	s, err := New(Config{NodeName: "node1", Authenticator: NewAuthenticator(AuthnConfig{Anonymous: true}), Authorizer: authz,
+		Pods: func() ([]*v1.Pod, error) { return testPods, nil }, Runtime: &fakeRuntime{}, Stats: st,
+		Resource: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "node_cpu_usage_seconds_total 1\n") }),
+		Logger:   zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	code, body := get("/stats/summary")
+	var sum statsapi.Summary
+	if code != 200 || json.Unmarshal([]byte(body), &sum) != nil || sum.Node.NodeName != "node1" || len(sum.Pods) != 1 {
+		t.Fatalf("/stats/summary: %d %s", code, body)
+	}
+	if code, _ := get("/stats/summary?only_cpu_and_memory=true"); code != 200 {
+		t.Errorf("only_cpu_and_memory=true: %d", code)
+	}
+	if code, _ := get("/stats/summary?only_cpu_and_memory=maybe"); code != 400 {
+		t.Errorf("only_cpu_and_memory=maybe: %d; want 400", code)
+	}
+	if fmt.Sprint(st.only) != "[false true]" {
+		t.Errorf("summaries asked %v; want [false true]", st.only)
+	}
+	if code, body := get("/metrics/resource"); code != 200 || !strings.Contains(body, "node_cpu_usage_seconds_total") {
+		t.Errorf("/metrics/resource: %d %s", code, body)
+	}
+	if got := strings.Join(authz.subresources, ","); got != "stats,stats,stats,metrics" {
+		t.Errorf("authorized subresources %s; want stats for /stats/summary, metrics for /metrics/resource", got)
+	}
+	st.err = errors.New("runtime down")
+	if code, body := get("/stats/summary"); code != 500 || !strings.Contains(body, "runtime down") {
+		t.Errorf("failed summary: %d %s; want 500 with the cause", code, body)
+	}
+	authz.allow = nil
+	if code, _ := get("/stats/summary"); code != 403 {
+		t.Errorf("without nodes/stats: %d; want 403", code)
+	}
+}
+
+// recordingAuthz allows the subresources in allow and records each one
+// it was asked about.
+type recordingAuthz struct {
+	allow        map[string]bool
+	subresources []string
+}
+
+func (a *recordingAuthz) Authorize(_ context.Context, attrs Attributes) (bool, string, error) {
+	a.subresources = append(a.subresources, attrs.Subresource)
+	return a.allow[attrs.Subresource], "", nil
+}
+
+// TestReadOnlyPort: the read-only handler serves the reading endpoints
+// with no credentials, and nothing that reaches into a container.
+func TestReadOnlyPort(t *testing.T) {
+	h, err := ReadOnly(Config{NodeName: "node1", Pods: func() ([]*v1.Pod, error) { return testPods, nil }, Stats: &fakeStats{},
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "kubelet_running_pods 1\n") }),
+		Logger:  zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{
+		"/healthz": 200, "/pods": 200, "/stats/summary": 200, "/metrics": 200,
+		"/containerLogs/default/web/app": 404, "/configz": 404, "/exec/default/web/app?command=id": 404, "/metrics/resource": 404,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != want {
+			t.Errorf("read-only %s: %d; want %d", path, rec.Code, want)
+		}
+	}
+	if _, err := ReadOnly(Config{NodeName: "node1", Logger: zaptest.NewLogger(t)}); err == nil {
+		t.Error("read-only port without pods: no error")
 	}
 }

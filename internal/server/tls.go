@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,7 +22,22 @@ type TLSOptions struct {
 	IPs               []net.IP // and its IP SANs
 	MinVersion        string   // VersionTLS12 (default) or VersionTLS13
 	CipherSuites      []string // TLS 1.2 suites by Go name; empty: Go's defaults
+	// Certificates, when set, is read at every handshake for a
+	// certificate that changes (CSR-issued and rotated): CertFile,
+	// KeyFile, CertDir, Host and IPs are then not used here.
+	Certificates CertificateSource
 }
+
+// CertificateSource supplies a rotated serving certificate (client-go's
+// certificate.Manager satisfies it). Current is called concurrently, once
+// per handshake, and returns nil while there is no certificate.
+type CertificateSource interface {
+	Current() *tls.Certificate
+}
+
+// ErrNoServingCertificate fails a handshake while the CertificateSource
+// has no certificate (the node's serving CSR not yet approved and issued).
+var ErrNoServingCertificate = errors.New("no serving certificate available for the node: approve its CSR (kubectl certificate approve)")
 
 // TLSConfig builds the serving tls.Config: the certificate, a minimum of
 // TLS 1.2, only secure cipher suites, and client certificates requested
@@ -42,12 +58,27 @@ func TLSConfig(o TLSOptions) (*tls.Config, error) {
 		return nil, err
 	}
 	cfg.CipherSuites = suites
+	if o.Certificates != nil {
+		cfg.GetCertificate = getCertificate(o.Certificates)
+		return cfg, nil
+	}
 	cert, err := servingCert(o)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Certificates = []tls.Certificate{cert}
 	return cfg, nil
+}
+
+// getCertificate serves src's certificate of the moment, so that a
+// rotated one is served from the next handshake on.
+func getCertificate(src CertificateSource) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if c := src.Current(); c != nil {
+			return c, nil
+		}
+		return nil, ErrNoServingCertificate
+	}
 }
 
 func cipherSuites(names []string) ([]uint16, error) {

@@ -1,0 +1,27 @@
+// Package stats builds the node's resource figures: the kubelet's
+// summary API (/stats/summary, k8s.io/kubelet's stats/v1alpha1 types)
+// and, from the same figures, the resource metrics (/metrics/resource)
+// that metrics-server scrapes for `kubectl top`.
+//
+// Pods and containers come from the runtime over CRI: the agent's ready
+// sandboxes and running containers (ListPodSandbox, ListContainers, by
+// the agent's labels), their usage (ListContainerStats) and, where the
+// runtime implements it, the pod-level usage with the pod's network
+// (ListPodSandboxStats). A runtime without pod-level stats (containerd
+// 1.6, or a sandbox without a cgroup parent) gets the pod's CPU and
+// memory as the sum of its containers' and no network figures. The node's
+// figures come from the host: the root cgroup (CPU, memory; /proc/stat
+// and /proc/meminfo where the root cgroup has no such files), /proc/net/dev,
+// statfs of the agent's root dir (nodefs) and of the runtime's image file
+// system (CRI ImageFsInfo), and the process table for rlimit.
+//
+// The simpler choice over cAdvisor, which the kubelet embeds: the CRI
+// calls are the runtime's own figures (containerd computes them from the
+// cgroups it made), one read per request, nothing sampled in the
+// background; the one figure that needs two samples, the node's
+// usageNanoCores, is the rate since the previous request (absent on the
+// first). Not here: volume usage (the kubelet's per-volume du) and the
+// kubelet's system containers (kubelet, runtime, pods).
+//
+// Concurrency: a Provider is safe for concurrent use.
+package stats
