@@ -22,39 +22,12 @@ import (
 // idle API-mode agent holding them.
 func apiPath(ctx context.Context) {
 	const n = 30
-	dir, err := os.MkdirTemp("", "nodeagent-bench-cluster")
-	if err != nil {
-		fail(err.Error())
-	}
-	defer os.RemoveAll(dir)
-	t0 := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{Dir: dir})
-	if err != nil {
-		fail("control plane: " + err.Error())
-	}
-	defer c.Stop()
-	fmt.Printf("API mode — %d pods through a real kube-apiserver (control plane up in %v)\n", n, time.Since(t0).Round(100*time.Millisecond))
+	c, took, stopCluster := controlPlane(ctx)
+	defer stopCluster()
+	fmt.Printf("API mode — %d pods through a real kube-apiserver (control plane up in %v)\n", n, took.Round(100*time.Millisecond))
 	node := "benchapi"
-	a := startAgent(node, "--kubeconfig", filepath.Join(work, node, "kubeconfig"), "--bootstrap-kubeconfig", c.BootstrapKubeconfig,
-		"--cert-dir", filepath.Join(work, node, "pki"))
+	a := joinAgent(ctx, c, node)
 	defer a.stop()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(work, node, "kubeconfig")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fail("no client certificate for the agent")
-		}
-		c.ApproveCSRs(ctx, certificatesv1.KubeAPIServerClientKubeletSignerName)
-		time.Sleep(100 * time.Millisecond)
-	}
-	for !apiNodeReady(ctx, c, node) {
-		if time.Now().After(deadline) {
-			fail("node not Ready")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 
 	var upRun, upAPI, down, cpuUp []time.Duration
 	for r := 0; r < *bulkRuns; r++ {
@@ -138,6 +111,49 @@ func apiPath(ctx context.Context) {
 	fmt.Printf("  nodeagent CPU while %d API pods start: %v (median)\n", n, median(cpuUp))
 	fmt.Println("  (the same 30 as static pods: the \"30 pods up\" row above)")
 	fmt.Println()
+}
+
+// controlPlane starts etcd, kube-apiserver and kube-controller-manager
+// for one measurement; stop ends them and removes their directory.
+func controlPlane(ctx context.Context) (c *cluster.Cluster, took time.Duration, stop func()) {
+	dir, err := os.MkdirTemp("", "nodeagent-bench-cluster")
+	if err != nil {
+		fail(err.Error())
+	}
+	t0 := time.Now()
+	c, err = cluster.Start(ctx, cluster.Options{Dir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		fail("control plane: " + err.Error())
+	}
+	return c, time.Since(t0), func() { c.Stop(); os.RemoveAll(dir) }
+}
+
+// joinAgent starts an API-mode agent, approves its client CSR and waits
+// (60 s at most) until its Node is Ready.
+func joinAgent(ctx context.Context, c *cluster.Cluster, node string, extra ...string) *agentProc {
+	a := startAgent(node, append([]string{"--kubeconfig", filepath.Join(work, node, "kubeconfig"), "--bootstrap-kubeconfig", c.BootstrapKubeconfig,
+		"--cert-dir", filepath.Join(work, node, "pki")}, extra...)...)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(work, node, "kubeconfig")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			a.stop()
+			fail("no client certificate for the agent")
+		}
+		c.ApproveCSRs(ctx, certificatesv1.KubeAPIServerClientKubeletSignerName)
+		time.Sleep(100 * time.Millisecond)
+	}
+	for !apiNodeReady(ctx, c, node) {
+		if time.Now().After(deadline) {
+			a.stop()
+			fail("node not Ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return a
 }
 
 func apiNodeReady(ctx context.Context, c *cluster.Cluster, name string) bool {

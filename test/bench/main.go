@@ -25,11 +25,12 @@ import (
 )
 
 var (
-	binary   = flag.String("nodeagent", "bin/nodeagent", "nodeagent binary")
-	runs     = flag.Int("runs", 7, "repetitions of the one-pod measurement")
-	bulkRuns = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
-	idle     = flag.Duration("idle", 60*time.Second, "steady-state window")
-	only     = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api,probes,cpu")
+	binary     = flag.String("nodeagent", "bin/nodeagent", "nodeagent binary")
+	runs       = flag.Int("runs", 7, "repetitions of the one-pod measurement")
+	bulkRuns   = flag.Int("bulk-runs", 5, "repetitions of the 30-pod measurements")
+	idle       = flag.Duration("idle", 60*time.Second, "steady-state window")
+	only       = flag.String("only", "", "comma-separated subset: single,bulk,idle,pleg,manifests,api,probes,cpu,server")
+	serverRuns = flag.Int("server-runs", 20, "repetitions of each kubectl logs/exec measurement")
 
 	conn     *cri.Conn
 	endpoint string
@@ -84,6 +85,9 @@ func main() {
 	}
 	if want("cpu") {
 		pinnedStart(ctx)
+	}
+	if want("server") {
+		nodeServerPath(ctx)
 	}
 }
 
