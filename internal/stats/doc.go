@@ -7,9 +7,11 @@
 // sandboxes and running containers (ListPodSandbox, ListContainers, by
 // the agent's labels), their usage (ListContainerStats) and, where the
 // runtime implements it, the pod-level usage with the pod's network
-// (ListPodSandboxStats). A runtime without pod-level stats (containerd
-// 1.6, or a sandbox without a cgroup parent) gets the pod's CPU and
-// memory as the sum of its containers' and no network figures. The node's
+// (ListPodSandboxStats; containerd 1.6 and 2.x have it). When that call
+// fails (a runtime without it; containerd fails the whole list when one
+// sandbox has no cgroup parent, as pods run with --cgroups-per-qos=false
+// may not) the pod's CPU and memory are the sum of its containers' and
+// it has no network figures. The node's
 // figures come from the host: the root cgroup (CPU, memory; /proc/stat
 // and /proc/meminfo where the root cgroup has no such files), /proc/net/dev,
 // statfs of the agent's root dir (nodefs) and of the runtime's image file

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,14 +105,10 @@ func TestStatsSummary(t *testing.T) {
 	if ps.EphemeralStorage == nil || *ps.EphemeralStorage.UsedBytes < logBytes {
 		t.Errorf("pod ephemeral storage %+v: want at least talk's log", ps.EphemeralStorage)
 	}
-	// containerd 2 gives pod-level stats with the pod's network (its
-	// eth0); Debian's 1.6 does not, and the pod is its containers' sum.
-	if os.Getenv("NODEAGENT_RIG_CONTAINERD") == "v2" {
-		if ps.Network == nil || ps.Network.Name != "eth0" || ps.Network.RxBytes == nil {
-			t.Errorf("pod network %+v: want the runtime's figures for eth0", ps.Network)
-		}
-	} else if ps.Network != nil {
-		t.Errorf("pod network %+v from a runtime without pod-level stats", ps.Network)
+	// The runtime's pod-level stats (containerd 1.6 and 2.x both have
+	// them) carry the pod's network: its eth0.
+	if ps.Network == nil || ps.Network.Name != "eth0" || ps.Network.RxBytes == nil {
+		t.Errorf("pod network %+v: want the runtime's figures for eth0", ps.Network)
 	}
 	got := apiPod(c, t, "default", p.Name)
 	for _, cs := range got.Status.ContainerStatuses {
