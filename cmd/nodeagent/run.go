@@ -136,7 +136,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 	}
 
-	conn, err := cri.Dial(o.containerRuntimeEndpoint)
+	// The metrics, first: every CRI call is measured.
+	mets := metrics.New(clk)
+	conn, err := cri.Dial(o.containerRuntimeEndpoint, mets.DialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -176,8 +178,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			return err
 		}
 		defer api.client.Stop()
-		statuses.SetPublisher(api.status)
 	}
+	statuses.SetPublisher(podStartPublisher(api, mets.PodStart))
 	// The runtime's conditions, read every 5s (every second while it is
 	// not ready): RuntimeReady gates the sync loop, NetworkReady only pods
 	// that need the pod network.
@@ -205,7 +207,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	statuses.SetProbes(probes)
 	// The image manager: pulls (limit, shared pulls) and image GC.
 	puller, err := images.NewPuller(images.PullerConfig{Client: conn, Clock: clk, Logger: log,
-		Serialize: o.serializeImagePulls, MaxParallel: o.maxParallelImagePulls, StatusTimeout: o.runtimeRequestTimeout})
+		Serialize: o.serializeImagePulls, MaxParallel: o.maxParallelImagePulls, StatusTimeout: o.runtimeRequestTimeout,
+		OnPull: func(req images.Request, start, end time.Time, err error) {
+			mets.PodStart.ImagePull(types.UID(req.Sandbox.GetMetadata().GetUid()), start, end, err)
+		}})
 	if err != nil {
 		return err
 	}
@@ -290,10 +295,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	plegG := pleg.NewGeneric(rt, clk, log, 1000)
 	var loop *syncloop.Loop
-	mets := metrics.New(metrics.Gauges{
+	mets.AddGauges(metrics.Gauges{
 		Workers:       func() float64 { return float64(loop.Workers()) },
 		DroppedEvents: func() float64 { return float64(plegG.Dropped()) },
-		RunningPods:   func() float64 { return float64(runningPods(statusDir)) },
+		Runtime:       plegG.Snapshot,
 	})
 	plegG.ObserveRelists(mets.ObserveRelist)
 

@@ -18,7 +18,6 @@ import (
 	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/server"
-	"github.com/nodeagent/nodeagent/internal/status"
 )
 
 // nodeServer builds the node's HTTPS server (API mode: the API server
@@ -177,19 +176,4 @@ func configz(o *options) kubeletv1beta1.KubeletConfiguration {
 		NodeLeaseDurationSeconds:    int32(o.nodeLeaseDurationSeconds),
 		RegisterNode:                b(o.registerNode),
 	}
-}
-
-// runningPods counts the published pods in phase Running.
-func runningPods(statusDir string) int {
-	pods, err := status.List(statusDir)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, p := range pods {
-		if p.Status.Phase == v1.PodRunning {
-			n++
-		}
-	}
-	return n
 }

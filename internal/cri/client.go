@@ -57,8 +57,9 @@ type Conn struct {
 }
 
 // Dial connects to endpoint ("unix:///run/containerd/containerd.sock" or
-// a bare socket path). It does not talk to the runtime yet; see Check.
-func Dial(endpoint string) (*Conn, error) {
+// a bare socket path), with opts after its own (the agent's metrics
+// interceptors). It does not talk to the runtime yet; see Check.
+func Dial(endpoint string, opts ...grpc.DialOption) (*Conn, error) {
 	target := endpoint
 	if strings.HasPrefix(target, "/") {
 		target = "unix://" + target
@@ -66,7 +67,7 @@ func Dial(endpoint string) (*Conn, error) {
 	if !strings.HasPrefix(target, "unix://") {
 		return nil, fmt.Errorf("container runtime endpoint %q: only unix sockets are supported", endpoint)
 	}
-	cc, err := grpc.NewClient(target,
+	cc, err := grpc.NewClient(target, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// gRPC's default reconnect backoff grows to 120 s: a runtime that
 		// comes back after an outage would go unnoticed for minutes. A
@@ -80,7 +81,7 @@ func Dial(endpoint string) (*Conn, error) {
 			},
 			MinConnectTimeout: 2 * time.Second,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16 << 20))}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", endpoint, err)
 	}

@@ -10,7 +10,9 @@
 // turn; a pull that lasts logs its progress every ProgressInterval
 // (elapsed time only: bytes would need containerd's content store, which
 // CRI does not expose); the result carries the image's size (ImageStatus
-// after the pull) and both durations the kubelet's Pulled event shows.
+// after the pull) and both durations the kubelet's Pulled event shows;
+// OnPull, if set, hears of every Pull's start, end and error (the pod
+// start-up metrics subtract a pod's pulls).
 // It does not own pull policy, backoff, events or which credentials
 // apply: internal/cri decides those per pod and container.
 //

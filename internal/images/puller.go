@@ -39,6 +39,11 @@ type PullerConfig struct {
 	// StatusTimeout bounds the ImageStatus call that reads the pulled
 	// image's size (2m when zero).
 	StatusTimeout time.Duration
+	// OnPull, if set, is told of every Pull call when it returns: when
+	// the caller asked (a wait for a slot or a shared pull included), when
+	// it returned, and its error (metrics: the pod start-up latency less
+	// image pulls). It must not block.
+	OnPull func(req Request, start, end time.Time, err error)
 }
 
 // Request is one pull: the image, the sandbox it is for, and the
@@ -118,8 +123,11 @@ func NewPuller(cfg PullerConfig) (*Puller, error) {
 // when the last caller waiting for it gives up. With several credentials
 // each is tried in turn until one succeeds; when all fail their errors
 // are returned together (no anonymous attempt, as the kubelet).
-func (p *Puller) Pull(ctx context.Context, req Request) (Result, error) {
+func (p *Puller) Pull(ctx context.Context, req Request) (_ Result, err error) {
 	start := p.cfg.Clock.Now()
+	if p.cfg.OnPull != nil {
+		defer func() { p.cfg.OnPull(req, start, p.cfg.Clock.Now(), err) }()
+	}
 	key := flightKey(req)
 	p.mu.Lock()
 	f, shared := p.flights[key]

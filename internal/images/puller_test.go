@@ -255,6 +255,38 @@ func TestPullDurationIncludesWaiting(t *testing.T) {
 	}
 }
 
+// OnPull hears of every Pull when it returns: from the caller's asking
+// (waiting included) to its return, with its error.
+func TestPullObserved(t *testing.T) {
+	type seen struct {
+		image      string
+		start, end time.Time
+		err        bool
+	}
+	got := make(chan seen, 4)
+	h := newPullHarness(t, images.PullerConfig{Serialize: true, OnPull: func(req images.Request, start, end time.Time, err error) {
+		got <- seen{req.Image.GetImage(), start, end, err != nil}
+	}})
+	t0 := h.clk.Now()
+	first := h.pull(context.Background(), "reg/a:1")
+	<-h.client.started
+	h.clk.Step(2 * time.Second)
+	h.client.release <- struct{}{}
+	<-first
+	if diff := cmp.Diff(seen{"reg/a:1", t0, t0.Add(2 * time.Second), false}, <-got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("OnPull of a pull (-want +got):\n%s", diff)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	second := h.pull(ctx, "reg/b:1")
+	<-h.client.started
+	h.clk.Step(time.Second)
+	cancel()
+	<-second
+	if diff := cmp.Diff(seen{"reg/b:1", t0.Add(2 * time.Second), t0.Add(3 * time.Second), true}, <-got, cmp.AllowUnexported(seen{})); diff != "" {
+		t.Errorf("OnPull of a cancelled pull (-want +got):\n%s", diff)
+	}
+}
+
 // A shared pull goes on while one caller waits for it; it is cancelled
 // when the last leaves, and a later caller starts afresh.
 func TestPullCancelledWhenEveryCallerLeft(t *testing.T) {

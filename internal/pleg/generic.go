@@ -61,7 +61,7 @@ type Generic struct {
 	// fast is Run's relist period; slow replaces it while an event stream
 	// is up (streaming).
 	fast, slow atomic.Int64
-	onRelist   func(time.Duration)
+	onRelist   func(start time.Time, took time.Duration)
 	streaming  atomic.Bool
 	trigger    chan struct{}
 
@@ -83,9 +83,9 @@ func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Ge
 	return g
 }
 
-// ObserveRelists sets a func called with each successful relist's
-// duration (metrics). Call it before Run.
-func (g *Generic) ObserveRelists(f func(time.Duration)) { g.onRelist = f }
+// ObserveRelists sets a func called with each successful relist's start
+// and duration (metrics). Call it before Run.
+func (g *Generic) ObserveRelists(f func(start time.Time, took time.Duration)) { g.onRelist = f }
 
 // Watch returns the event stream.
 func (g *Generic) Watch() <-chan Event { return g.events }
@@ -167,7 +167,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 		g.log.Warn("event channel full; events dropped, the periodic resync recovers", zap.Int("dropped", dropped))
 	}
 	if g.onRelist != nil {
-		g.onRelist(g.clock.Since(start))
+		g.onRelist(start, g.clock.Since(start))
 	}
 	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", len(events)), zap.Duration("took", g.clock.Since(start)))
 	return nil

@@ -43,9 +43,12 @@ type Config struct {
 	HousekeepingPeriod time.Duration // 2s
 	ResyncPeriod       time.Duration // 10s default here (the agent passes --sync-frequency, 1m): every pod is synced at least this often
 	// OnIteration and OnPodSync, if set, observe each loop iteration (by
-	// what woke it: config, pleg, sync, housekeeping) and each pod sync.
+	// what woke it: config, pleg, sync, housekeeping) and each pod sync,
+	// by the kubelet's operation type: "create" (the worker's first sync),
+	// "update" (the first after a new spec) or "sync". Kills are not
+	// observed.
 	OnIteration func(kind string, d time.Duration)
-	OnPodSync   func(d time.Duration)
+	OnPodSync   func(op string, d time.Duration)
 	ErrorRetry  time.Duration // 2s: retry after a failed status read or kill
 	// Housekeeping, if set, is called on every housekeeping tick, once all
 	// sources were seen, from the loop goroutine, with every pod UID that

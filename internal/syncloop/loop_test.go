@@ -167,9 +167,9 @@ type rig struct {
 	updates chan pod.Update
 	syncC   chan time.Time
 	hkC     chan time.Time
-	// synced receives after each pod sync, once its next sync is queued
-	// (OnPodSync).
-	synced chan struct{}
+	// synced receives each pod sync's operation type, once its next sync
+	// is queued (OnPodSync).
+	synced chan string
 	ctx    context.Context
 	cancel context.CancelFunc
 	ready  bool
@@ -191,7 +191,7 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 		updates: make(chan pod.Update, 10),
 		syncC:   make(chan time.Time, 1),
 		hkC:     make(chan time.Time, 1),
-		synced:  make(chan struct{}, 100),
+		synced:  make(chan string, 100),
 		ready:   true,
 	}
 	// The PLEG has relisted once before the loop starts.
@@ -202,7 +202,7 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 		Updates: r.updates, Runtime: r.rt, PLEG: r.pleg, Status: r.status, Admit: chain,
 		SourcesReady:  func() bool { return r.ready },
 		RuntimeHealth: func() error { r.healthMu.Lock(); defer r.healthMu.Unlock(); return r.runtimeErr },
-		OnPodSync:     func(time.Duration) { r.synced <- struct{}{} },
+		OnPodSync:     func(op string, _ time.Duration) { r.synced <- op },
 		Clock:         clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
@@ -371,6 +371,35 @@ func TestPLEGEventWakesWorker(t *testing.T) {
 	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "zz", Type: pleg.ContainerDied}) })
 	if r.started("zz") {
 		t.Fatal("an event for an unknown pod started a worker")
+	}
+}
+
+// Each pod sync is named as the kubelet's pod worker metric names it: the
+// worker's first sync creates, the first after a new spec updates, the
+// others (PLEG events, resyncs) sync.
+func TestPodSyncOperationTypes(t *testing.T) {
+	r := newRig(t, nil)
+	r.step(t, add(r, testPod("u1", "a")))
+	r.next(t)
+	if op := recv(t, r.synced, "first sync"); op != "create" {
+		t.Fatalf("first sync is %q, want create", op)
+	}
+	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"}) })
+	r.next(t)
+	if op := recv(t, r.synced, "sync on a PLEG event"); op != "sync" {
+		t.Fatalf("sync on a PLEG event is %q, want sync", op)
+	}
+	p := testPod("u1", "a")
+	p.Labels = map[string]string{"new": "spec"}
+	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Pods: []*v1.Pod{p}} })
+	r.next(t)
+	if op := recv(t, r.synced, "sync of a new spec"); op != "update" {
+		t.Fatalf("sync of a new spec is %q, want update", op)
+	}
+	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"}) })
+	r.next(t)
+	if op := recv(t, r.synced, "the next sync"); op != "sync" {
+		t.Fatalf("the sync after the update is %q, want sync", op)
 	}
 }
 

@@ -46,6 +46,11 @@ type worker struct {
 	// blockedBy is the run chain's last refusal reason ("" when it
 	// runs). Worker goroutine only.
 	blockedBy string
+	// updated: a new spec came since the last sync began (guarded by
+	// mu); synced: a sync was done (worker goroutine only). They name the
+	// sync for OnPodSync.
+	updated bool
+	synced  bool
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
@@ -64,6 +69,7 @@ func (w *worker) poke() {
 func (w *worker) update(p *v1.Pod) {
 	w.mu.Lock()
 	w.pod, w.terminate, w.grace, w.stopped, w.keepStatus = p, false, -1, false, false
+	w.updated = true
 	w.mu.Unlock()
 	w.poke()
 }
@@ -130,11 +136,12 @@ func (w *worker) step(ctx context.Context) bool {
 	// Read the wanted state after the wait: a removal may have come.
 	syncCtx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	p, terminate, grace, stopped := w.pod, w.terminate, w.grace, w.stopped
+	p, terminate, grace, stopped, updated := w.pod, w.terminate, w.grace, w.stopped, w.updated
 	if terminate || p == nil {
 		w.cancelKill = cancel
 	} else {
 		w.cancelSync = cancel
+		w.updated = false
 	}
 	w.mu.Unlock()
 	defer func() {
@@ -203,8 +210,16 @@ func (w *worker) step(ctx context.Context) bool {
 	}
 	l.queue.Replace(w.uid, next)
 	if l.cfg.OnPodSync != nil {
-		l.cfg.OnPodSync(l.clock.Since(start))
+		op := "sync"
+		switch {
+		case !w.synced:
+			op = "create"
+		case updated:
+			op = "update"
+		}
+		l.cfg.OnPodSync(op, l.clock.Since(start))
 	}
+	w.synced = true
 	w.log.Debug("synced pod", zap.Duration("took", l.clock.Since(start)), zap.Duration("next", next), zap.Error(res.Err))
 	return false
 }

@@ -241,7 +241,8 @@ func TestBrokenManifests(t *testing.T) {
 }
 
 // /healthz answers ok while the runtime and the PLEG are healthy, and
-// /metrics exposes the loop, PLEG and worker metrics.
+// /metrics exposes the loop, PLEG, worker, runtime and pod start metrics,
+// under the kubelet's names where it has them.
 func TestHealthzAndMetrics(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -269,10 +270,29 @@ func TestHealthzAndMetrics(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "metrics", func() bool {
 		_, body := get("/metrics")
-		return strings.Contains(body, "nodeagent_pod_workers 1") &&
-			strings.Contains(body, `nodeagent_sync_loop_iteration_duration_seconds_count{kind="config"}`) &&
-			strings.Contains(body, "nodeagent_pleg_relist_duration_seconds_count") &&
-			strings.Contains(body, "nodeagent_pod_worker_sync_duration_seconds_count")
+		for _, want := range []string{
+			"nodeagent_pod_workers 1",
+			`nodeagent_sync_loop_iteration_duration_seconds_count{kind="config"}`,
+			"kubelet_pleg_relist_duration_seconds_count",
+			"kubelet_pleg_relist_interval_seconds_count",
+			"kubelet_pleg_last_seen_seconds",
+			"kubelet_pleg_discard_events 0",
+			`kubelet_pod_worker_duration_seconds_count{operation_type="create"} 1`,
+			`kubelet_runtime_operations_total{operation_type="run_podsandbox"} 1`,
+			`kubelet_runtime_operations_total{operation_type="start_container"} 1`,
+			`kubelet_runtime_operations_duration_seconds_count{operation_type="list_containers"}`,
+			"kubelet_pod_start_duration_seconds_count 1",
+			"kubelet_pod_start_sli_duration_seconds_count{",
+			"kubelet_pod_start_total_duration_seconds_count{",
+			"kubelet_running_pods 1",
+			`kubelet_running_containers{container_state="running"} 1`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Logf("/metrics lacks %q so far", want)
+				return false
+			}
+		}
+		return true
 	})
 }
 
