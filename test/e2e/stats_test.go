@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -216,4 +217,79 @@ func TestStatsSummary(t *testing.T) {
 			t.Errorf("read-only /containerLogs: %d; want 404 (not on the read-only port)", code)
 		}
 	})
+}
+
+// TestKubectlTop: metrics-server, registered with the real API server's
+// aggregation layer, scrapes the agent's /metrics/resource, and `kubectl
+// top pod` and `kubectl top node` show the pod's 64 MiB and the node.
+func TestKubectlTop(t *testing.T) {
+	c := apiCluster(t)
+	a := joined(t, c, "--port", strconv.Itoa(freePort(t)), "--client-ca-file", c.CAFile)
+	p := createRunning(t, c, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: a.podName("top"), Namespace: "default"},
+		Spec: v1.PodSpec{NodeName: a.node, Containers: []v1.Container{
+			{Name: "mem", Image: busybox, Command: []string{"sh", "-c", "dd if=/dev/zero bs=64M count=1 | sleep 100000"}},
+		}},
+	})
+	// metrics-server listens on this host's address on the pods' bridge:
+	// the API server dials it there, and an Endpoints may not hold
+	// loopback.
+	p = apiPod(c, t, "default", p.Name)
+	hostIP := hostAddressFacing(t, net.ParseIP(p.Status.PodIP))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ms, err := c.StartMetricsServer(ctx, hostIP, freePort(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Stop()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("end of metrics-server's log:\n%s", ms.Log())
+		}
+	})
+	kubectl := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return c.Kubectl(ctx, args...)
+	}
+	// metrics-server reports a pod after two scrapes (a CPU rate needs two
+	// samples): within a few resolutions.
+	var out string
+	eventually(t, 90*time.Second, "kubectl top pod shows the pod with its 64 MiB", func() bool {
+		out, err = kubectl("top", "pod", p.Name, "--no-headers", "--containers")
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(out) // POD NAME CPU MEMORY
+		if len(f) != 4 || f[0] != p.Name || f[1] != "mem" || !strings.HasSuffix(f[3], "Mi") {
+			return false
+		}
+		mib, err := strconv.Atoi(strings.TrimSuffix(f[3], "Mi"))
+		return err == nil && mib >= 64 && mib < 96
+	})
+	t.Logf("kubectl top pod: %s", strings.TrimSpace(out))
+	eventually(t, 60*time.Second, "kubectl top node shows the node", func() bool {
+		out, err = kubectl("top", "node", a.node, "--no-headers")
+		f := strings.Fields(out) // NAME CPU(cores) CPU% MEMORY(bytes) MEMORY%
+		return err == nil && len(f) >= 5 && f[0] == a.node && strings.HasSuffix(f[3], "Mi")
+	})
+	t.Logf("kubectl top node: %s", strings.TrimSpace(out))
+}
+
+// hostAddressFacing is this host's IPv4 address on the network that holds
+// ip (the CNI bridge's gateway for a pod IP).
+func hostAddressFacing(t *testing.T, ip net.IP) net.IP {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.Contains(ip) {
+			return n.IP
+		}
+	}
+	t.Fatalf("no host address on the network of %s", ip)
+	return nil
 }

@@ -299,6 +299,19 @@ func (c *Cluster) kubeAPIServerArgs(etcdPort, securePort int) []string {
 		"--kubelet-client-certificate=" + p.crt(kubeletClientName),
 		"--kubelet-client-key=" + p.key(kubeletClientName),
 		"--kubelet-preferred-address-types=InternalIP",
+		// The aggregation layer, for metrics-server (kubectl top): the
+		// aggregator proxies with the front-proxy client certificate (of
+		// the one CA, only that name may assert X-Remote-* headers) and
+		// dials an APIService's endpoint IP rather than its Service IP
+		// (no kube-proxy here).
+		"--requestheader-client-ca-file=" + p.crt(caName),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + p.crt(frontProxyClientName),
+		"--proxy-client-key-file=" + p.key(frontProxyClientName),
+		"--enable-aggregator-routing=true",
 		// Anything the apiserver would generate stays under Dir.
 		"--cert-dir=" + filepath.Join(c.Dir, "apiserver-certs"),
 		// On SIGTERM, drain in-flight requests (answering 429 meanwhile),

@@ -32,6 +32,7 @@ type pki struct {
 	admin             *keyPair // O=system:masters
 	controllerManager *keyPair // CN=system:kube-controller-manager
 	kubeletClient     *keyPair // the apiserver's client cert towards agents (O=system:masters)
+	frontProxyClient  *keyPair // the aggregator's client cert towards extension API servers (metrics-server)
 	serviceAccount    *ecdsa.PrivateKey
 }
 
@@ -42,6 +43,7 @@ const (
 	adminName             = "admin"
 	controllerManagerName = "controller-manager"
 	kubeletClientName     = "apiserver-kubelet-client"
+	frontProxyClientName  = "front-proxy-client"
 	serviceAccountName    = "sa"
 )
 
@@ -74,6 +76,7 @@ func newPKI(dir string, serviceIP net.IP, now time.Time) (*pki, error) {
 		{adminName, &p.admin, clientTemplate("nodeagent-e2e-admin", "system:masters")},
 		{controllerManagerName, &p.controllerManager, clientTemplate("system:kube-controller-manager")},
 		{kubeletClientName, &p.kubeletClient, clientTemplate("kube-apiserver-kubelet-client", "system:masters")},
+		{frontProxyClientName, &p.frontProxyClient, clientTemplate(frontProxyClientName)},
 	}
 	for _, l := range leaves {
 		kp, err := p.ca.issue(l.tmpl, now)
@@ -88,7 +91,7 @@ func newPKI(dir string, serviceIP net.IP, now time.Time) (*pki, error) {
 
 	for name, kp := range map[string]*keyPair{
 		caName: p.ca, apiserverName: p.apiserver, adminName: p.admin,
-		controllerManagerName: p.controllerManager, kubeletClientName: p.kubeletClient,
+		controllerManagerName: p.controllerManager, kubeletClientName: p.kubeletClient, frontProxyClientName: p.frontProxyClient,
 	} {
 		if err := os.WriteFile(p.crt(name), kp.certPEM, 0o644); err != nil {
 			return nil, err
