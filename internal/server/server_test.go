@@ -33,6 +33,7 @@ type fakeRuntime struct {
 	base    string
 	execs   []*runtimeapi.ExecRequest
 	pfs     []*runtimeapi.PortForwardRequest
+	attachs []*runtimeapi.AttachRequest
 	listed  []*runtimeapi.ListPodSandboxRequest
 	syncOut string
 }
@@ -43,6 +44,7 @@ func (f *fakeRuntime) Exec(_ context.Context, in *runtimeapi.ExecRequest, _ ...g
 }
 
 func (f *fakeRuntime) Attach(_ context.Context, in *runtimeapi.AttachRequest, _ ...grpc.CallOption) (*runtimeapi.AttachResponse, error) {
+	f.attachs = append(f.attachs, in)
 	return &runtimeapi.AttachResponse{Url: f.base + "/attach/tok"}, nil
 }
 
@@ -229,8 +231,14 @@ func TestEndpoints(t *testing.T) {
 	if rt.execs[1].Stderr || !rt.execs[1].Tty {
 		t.Errorf("exec with a TTY: %v; want stderr off (merged into the TTY)", rt.execs[1])
 	}
-	if status, echo := upgrade("GET", "/attach/ns/web/main?output=1"); !strings.Contains(status, "101") || !strings.HasPrefix(echo, "/attach/tok") {
+	// Attach: the TTY is the container's (no TTY in main's spec), whatever
+	// the request says, as the kubelet.
+	if status, echo := upgrade("GET", "/attach/ns/web/main?output=1&error=1&tty=1"); !strings.Contains(status, "101") || !strings.HasPrefix(echo, "/attach/tok") {
 		t.Errorf("attach: %q %q", status, echo)
+	}
+	wantAttach := &runtimeapi.AttachRequest{ContainerId: "c1", Stdout: true, Stderr: true}
+	if len(rt.attachs) != 1 || rt.attachs[0].String() != wantAttach.String() {
+		t.Errorf("CRI attach requests %v; want %v", rt.attachs, wantAttach)
 	}
 	if status, echo := upgrade("POST", "/portForward/ns/web"); !strings.Contains(status, "101") || !strings.HasPrefix(echo, "/portforward/tok") {
 		t.Errorf("port-forward: %q %q", status, echo)

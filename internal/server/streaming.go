@@ -97,6 +97,22 @@ func (s *Server) podContainer(r *http.Request) (string, error) {
 	return containerID(p, r.PathValue("container"))
 }
 
+// specTTY is the tty of the pod's container (app, init or ephemeral)
+// named name.
+func specTTY(p *v1.Pod, name string) bool {
+	for _, c := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if c.Name == name {
+			return c.TTY
+		}
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if c.Name == name {
+			return c.TTY
+		}
+	}
+	return false
+}
+
 // streamFlags are the kubelet's exec/attach query parameters.
 func streamFlags(r *http.Request) (stdin, stdout, stderr, tty bool) {
 	q := r.URL.Query()
@@ -126,12 +142,21 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
-	id, err := s.podContainer(r)
+	p, err := s.findPod(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	stdin, stdout, stderr, tty := streamFlags(r)
+	name := r.PathValue("container")
+	id, err := containerID(p, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stdin, stdout, stderr, _ := streamFlags(r)
+	// As the kubelet: whether the attached process has a TTY was settled
+	// when it started; the container's spec says, not the request.
+	tty := specTTY(p, name)
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.CallTimeout)
 	resp, err := s.cfg.Runtime.Attach(ctx, &runtimeapi.AttachRequest{ContainerId: id, Stdin: stdin, Stdout: stdout, Stderr: stderr && !tty, Tty: tty})
 	cancel()
