@@ -1,7 +1,6 @@
 package cri
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -110,13 +109,31 @@ func (r *Runtime) logTail(ref logs.ContainerRef, restart int) string {
 		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
 	}
 	defer dir.Close()
-	var buf bytes.Buffer
-	if err := logs.ReadRestart(dir, restart, logs.Options{TailLines: maxTerminationLogLines}, &buf); err != nil {
+	// 80 lines may be the whole log of a container that writes no
+	// newline: only the last 2 KiB are kept as they pass (the kubelet's
+	// circular buffer).
+	buf := &lastBytes{max: maxTerminationLogBytes}
+	if err := logs.ReadRestart(dir, restart, logs.Options{TailLines: maxTerminationLogLines}, buf); err != nil {
 		return fmt.Sprintf("Error on reading termination message from logs: %v", err)
 	}
-	out := buf.Bytes()
-	if len(out) > maxTerminationLogBytes {
-		out = out[len(out)-maxTerminationLogBytes:]
+	return string(buf.b)
+}
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	b   []byte
+	max int
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) >= l.max {
+		l.b = append(l.b[:0], p[len(p)-l.max:]...)
+		return n, nil
 	}
-	return string(out)
+	if over := len(l.b) + len(p) - l.max; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	l.b = append(l.b, p...)
+	return n, nil
 }

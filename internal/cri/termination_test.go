@@ -39,3 +39,15 @@ func TestReadTerminationMessage(t *testing.T) {
 		})
 	}
 }
+
+func TestLastBytes(t *testing.T) {
+	l := &lastBytes{max: 5}
+	for _, w := range []string{"ab", "cd", "efg", "", "h", "0123456789", "x"} {
+		if n, err := l.Write([]byte(w)); n != len(w) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	if string(l.b) != "6789x" || cap(l.b) > 16 {
+		t.Errorf("kept %q (cap %d); want the last 5 bytes, bounded", l.b, cap(l.b))
+	}
+}

@@ -212,7 +212,7 @@ func restartOf(name string) (int, bool) {
 
 // Usage is the space and inodes the directory's regular files take (the
 // live log and its rotations), for the summary's logs figures. Entries
-// are lstat'ed: a symlink counts as itself, its target is not read.
+// are lstat'ed: a symlink or anything else planted here is not counted.
 func (d *ContainerDir) Usage() (bytes, inodes uint64, err error) {
 	names, err := d.names()
 	if err != nil {
@@ -221,11 +221,19 @@ func (d *ContainerDir) Usage() (bytes, inodes uint64, err error) {
 	inodes = 1 // the directory
 	for _, n := range names {
 		st, err := d.stat(n)
-		if err != nil {
-			continue // gone since the listing
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue // gone since the listing, or not a log file
 		}
 		inodes++
 		bytes += uint64(st.Blocks) * 512
 	}
 	return bytes, inodes, nil
+}
+
+// Statfs is statfs of the directory's file system, through the open
+// directory.
+func (d *ContainerDir) Statfs() (unix.Statfs_t, error) {
+	var st unix.Statfs_t
+	err := unix.Fstatfs(d.fd, &st)
+	return st, err
 }

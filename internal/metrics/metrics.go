@@ -95,7 +95,7 @@ func New(c clock.PassiveClock) *Metrics {
 	m.PodStart = newPodStart(c)
 	m.Registry.MustRegister(m.iteration, m.relist, m.relistInterval, m.podWorker,
 		m.ops.total, m.ops.errors, m.ops.duration,
-		m.PodStart.start, m.PodStart.sli, m.PodStart.total,
+		m.PodStart.start, m.PodStart.sli, m.PodStart.total, m.PodStart.firstNetwork,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 	)
 	return m

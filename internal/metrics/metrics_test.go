@@ -86,18 +86,21 @@ func TestHandler(t *testing.T) {
 		got[name] = family{mf.GetType().String(), strings.Join(labels, ",")}
 	}
 	want := map[string]family{
-		"nodeagent_sync_loop_iteration_duration_seconds": {"HISTOGRAM", "kind"},
-		"nodeagent_pod_workers":                          {"GAUGE", ""},
-		"kubelet_pleg_relist_duration_seconds":           {"HISTOGRAM", ""},
-		"kubelet_pleg_relist_interval_seconds":           {"HISTOGRAM", ""},
-		"kubelet_pleg_last_seen_seconds":                 {"GAUGE", ""},
-		"kubelet_pleg_discard_events":                    {"COUNTER", ""},
-		"kubelet_pod_worker_duration_seconds":            {"HISTOGRAM", "operation_type"},
-		"kubelet_runtime_operations_total":               {"COUNTER", "operation_type"},
-		"kubelet_runtime_operations_duration_seconds":    {"HISTOGRAM", "operation_type"},
-		"kubelet_pod_start_duration_seconds":             {"HISTOGRAM", ""},
-		"kubelet_running_pods":                           {"GAUGE", ""},
-		"kubelet_running_containers":                     {"GAUGE", "container_state,container_state,container_state,container_state"},
+		"nodeagent_sync_loop_iteration_duration_seconds":       {"HISTOGRAM", "kind"},
+		"nodeagent_pod_workers":                                {"GAUGE", ""},
+		"kubelet_pleg_relist_duration_seconds":                 {"HISTOGRAM", ""},
+		"kubelet_pleg_relist_interval_seconds":                 {"HISTOGRAM", ""},
+		"kubelet_pleg_last_seen_seconds":                       {"GAUGE", ""},
+		"kubelet_pleg_discard_events":                          {"COUNTER", ""},
+		"kubelet_pod_worker_duration_seconds":                  {"HISTOGRAM", "operation_type"},
+		"kubelet_runtime_operations_total":                     {"COUNTER", "operation_type"},
+		"kubelet_runtime_operations_duration_seconds":          {"HISTOGRAM", "operation_type"},
+		"kubelet_pod_start_duration_seconds":                   {"HISTOGRAM", ""},
+		"kubelet_pod_start_sli_duration_seconds":               {"HISTOGRAM", ""},
+		"kubelet_pod_start_total_duration_seconds":             {"HISTOGRAM", ""},
+		"kubelet_first_network_pod_start_sli_duration_seconds": {"GAUGE", ""},
+		"kubelet_running_pods":                                 {"GAUGE", ""},
+		"kubelet_running_containers":                           {"GAUGE", "container_state,container_state,container_state,container_state"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("metric families (-want +got):\n%s", diff)

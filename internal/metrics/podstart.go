@@ -22,18 +22,19 @@ var podStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 
 //   - kubelet_pod_start_duration_seconds: from the agent first seeing
 //     the pod (its first published status, at admission) to the first
 //     status with phase Running;
-//   - kubelet_pod_start_total_duration_seconds{first_with_network}: from
+//   - kubelet_pod_start_total_duration_seconds: from
 //     the pod's creationTimestamp to the first status with every
 //     container running (started), image pulls included;
-//   - kubelet_pod_start_sli_duration_seconds{first_with_network}: the
+//   - kubelet_pod_start_sli_duration_seconds: the
 //     same less the time from the pod's first pull starting to its last
 //     successful pull ending (the kubelet's firstStartedPulling →
 //     lastFinishedPulling; waits for a pull slot included). Like the
 //     kubelet's it does not subtract init containers' run time, whatever
 //     the help text says.
 //
-// first_with_network is "true" for the first pod off the host network
-// observed (CNI start-up shows there), else "".
+// kubelet_first_network_pod_start_sli_duration_seconds is the SLI of the
+// first pod off the host network observed (CNI start-up shows there), as
+// the kubelet's gauge.
 //
 // Only pods first seen before they run are observed: a pod adopted from
 // an earlier run, first published Running, is not. A pod without a
@@ -44,9 +45,10 @@ var podStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 
 //
 // Safe for concurrent use; its methods do not block.
 type PodStart struct {
-	clock      clock.PassiveClock
-	start      prometheus.Histogram
-	sli, total *prometheus.HistogramVec
+	clock        clock.PassiveClock
+	start        prometheus.Histogram
+	sli, total   prometheus.Histogram
+	firstNetwork prometheus.Gauge
 
 	mu   sync.Mutex
 	pods map[types.UID]*podStartState
@@ -69,16 +71,20 @@ func newPodStart(c clock.PassiveClock) *PodStart {
 			Name: "kubelet_pod_start_duration_seconds", Help: "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
 			Buckets: podStartupBuckets,
 		}),
-		sli: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		sli: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kubelet_pod_start_sli_duration_seconds",
 			Help:    "Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
 			Buckets: podStartupBuckets,
-		}, []string{"first_with_network"}),
-		total: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}),
+		total: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kubelet_pod_start_total_duration_seconds",
 			Help:    "Duration in seconds to start a pod since creation, including time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
 			Buckets: podStartupBuckets,
-		}, []string{"first_with_network"}),
+		}),
+		firstNetwork: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kubelet_first_network_pod_start_sli_duration_seconds",
+			Help: "Duration in seconds to start the first network pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch",
+		}),
 		pods: map[types.UID]*podStartState{},
 	}
 }
@@ -115,12 +121,13 @@ func (t *PodStart) Status(p *v1.Pod, s v1.PodStatus) {
 	if !st.pullStart.IsZero() && st.pullEnd.After(st.pullStart) {
 		pulling = st.pullEnd.Sub(st.pullStart)
 	}
-	label := ""
+	sli := (e2e - pulling).Seconds()
 	if !p.Spec.HostNetwork && !t.networkSeen {
-		t.networkSeen, label = true, "true"
+		t.networkSeen = true
+		t.firstNetwork.Set(sli)
 	}
-	t.sli.WithLabelValues(label).Observe((e2e - pulling).Seconds())
-	t.total.WithLabelValues(label).Observe(e2e.Seconds())
+	t.sli.Observe(sli)
+	t.total.Observe(e2e.Seconds())
 }
 
 // allStarted reports whether every container of s runs (the kubelet's

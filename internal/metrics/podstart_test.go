@@ -29,6 +29,9 @@ func podStarts(t *testing.T, m *Metrics) map[string]observed {
 	for _, mf := range families {
 		switch mf.GetName() {
 		case "kubelet_pod_start_duration_seconds", "kubelet_pod_start_sli_duration_seconds", "kubelet_pod_start_total_duration_seconds":
+		case "kubelet_first_network_pod_start_sli_duration_seconds":
+			out[mf.GetName()] = observed{Sum: mf.GetMetric()[0].GetGauge().GetValue()}
+			continue
 		default:
 			continue
 		}
@@ -87,9 +90,10 @@ func TestPodStartObservedOnceLessPulls(t *testing.T) {
 	m.PodStart.Status(p, halfRunning) // a restart
 	m.PodStart.Status(p, allRunning)
 	want := map[string]observed{
-		"kubelet_pod_start_duration_seconds":                                {1, 30},
-		"kubelet_pod_start_total_duration_seconds{first_with_network=true}": {1, 50},
-		"kubelet_pod_start_sli_duration_seconds{first_with_network=true}":   {1, 30},
+		"kubelet_pod_start_duration_seconds":                   {1, 30},
+		"kubelet_pod_start_total_duration_seconds":             {1, 50},
+		"kubelet_pod_start_sli_duration_seconds":               {1, 30},
+		"kubelet_first_network_pod_start_sli_duration_seconds": {0, 30},
 	}
 	if diff := cmp.Diff(want, podStarts(t, m)); diff != "" {
 		t.Errorf("pod start metrics (-want +got):\n%s", diff)
@@ -122,11 +126,10 @@ func TestPodStartWhichPods(t *testing.T) {
 	clk.Step(2 * time.Second)
 	m.PodStart.Status(static, allRunning)
 	want := map[string]observed{
-		"kubelet_pod_start_duration_seconds":                                {3, 10},
-		"kubelet_pod_start_total_duration_seconds{first_with_network=}":     {2, 6},
-		"kubelet_pod_start_total_duration_seconds{first_with_network=true}": {1, 4},
-		"kubelet_pod_start_sli_duration_seconds{first_with_network=}":       {2, 6},
-		"kubelet_pod_start_sli_duration_seconds{first_with_network=true}":   {1, 4},
+		"kubelet_pod_start_duration_seconds":                   {3, 10},
+		"kubelet_pod_start_total_duration_seconds":             {3, 10},
+		"kubelet_pod_start_sli_duration_seconds":               {3, 10},
+		"kubelet_first_network_pod_start_sli_duration_seconds": {0, 4}, // static's first start, not host's
 	}
 	if diff := cmp.Diff(want, podStarts(t, m)); diff != "" {
 		t.Errorf("pod start metrics (-want +got):\n%s", diff)

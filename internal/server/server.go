@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -102,6 +101,7 @@ func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	}
 	if s.cfg.Stats != nil {
 		mux.HandleFunc("GET /stats/summary", s.summary)
+		mux.HandleFunc("POST /stats/summary", s.summary)
 	}
 	if s.cfg.Resource != nil {
 		mux.Handle("GET /metrics/resource", s.cfg.Resource)
@@ -179,18 +179,11 @@ type Summarizer interface {
 	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
 }
 
-// summary answers /stats/summary, with the kubelet's
+// summary answers /stats/summary (GET or POST), with the kubelet's
 // only_cpu_and_memory=true.
 func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
-	only := false
-	if v := r.URL.Query().Get("only_cpu_and_memory"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("only_cpu_and_memory: %v", err), http.StatusBadRequest)
-			return
-		}
-		only = b
-	}
+	// As the kubelet: the query or a form, and only "true" means true.
+	only := r.FormValue("only_cpu_and_memory") == "true"
 	sum, err := s.cfg.Stats.Summary(r.Context(), only)
 	if err != nil {
 		s.log.Warn("stats summary", zap.Error(err))

@@ -374,16 +374,23 @@ func TestStatsSummary(t *testing.T) {
 	if code, _ := get("/stats/summary?only_cpu_and_memory=true"); code != 200 {
 		t.Errorf("only_cpu_and_memory=true: %d", code)
 	}
-	if code, _ := get("/stats/summary?only_cpu_and_memory=maybe"); code != 400 {
-		t.Errorf("only_cpu_and_memory=maybe: %d; want 400", code)
+	if code, _ := get("/stats/summary?only_cpu_and_memory=1"); code != 200 {
+		t.Errorf("only_cpu_and_memory=1: %d", code)
 	}
-	if fmt.Sprint(st.only) != "[false true]" {
-		t.Errorf("summaries asked %v; want [false true]", st.only)
+	rec := httptest.NewRecorder()
+	post := httptest.NewRequest("POST", "/stats/summary", strings.NewReader("only_cpu_and_memory=true"))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	s.Handler().ServeHTTP(rec, post)
+	if rec.Code != 200 {
+		t.Errorf("POST /stats/summary: %d", rec.Code)
+	}
+	if fmt.Sprint(st.only) != "[false true false true]" {
+		t.Errorf("summaries asked %v; want [false true false true] (only \"true\" means true, as the kubelet)", st.only)
 	}
 	if code, body := get("/metrics/resource"); code != 200 || !strings.Contains(body, "node_cpu_usage_seconds_total") {
 		t.Errorf("/metrics/resource: %d %s", code, body)
 	}
-	if got := strings.Join(authz.subresources, ","); got != "stats,stats,stats,metrics" {
+	if got := strings.Join(authz.subresources, ","); got != "stats,stats,stats,stats,metrics" {
 		t.Errorf("authorized subresources %s; want stats for /stats/summary, metrics for /metrics/resource", got)
 	}
 	st.err = errors.New("runtime down")

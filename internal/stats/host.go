@@ -32,22 +32,24 @@ const userHZ = 100
 
 // node is the node's figures; what cannot be read is left out (logged at
 // debug: a host without a v1 memory controller is not an error).
-func (p *Provider) node(now time.Time, onlyCPUAndMemory bool, imageFs *statsapi.FsStats) statsapi.NodeStats {
+// Each figure is stamped when it is read (after the CRI calls: a stale
+// stamp would skew the rates metrics-server computes).
+func (p *Provider) node(onlyCPUAndMemory bool, imageFs *statsapi.FsStats) statsapi.NodeStats {
 	h := p.cfg.Host
 	n := statsapi.NodeStats{NodeName: p.cfg.NodeName}
 	if bt, err := bootTime(h.ProcRoot); err == nil {
 		n.StartTime = metav1.NewTime(bt)
 	}
 	if total, err := hostCPU(h); err == nil {
-		cur := cpuSample{at: now, total: total}
+		cur := cpuSample{at: p.cfg.Clock.Now(), total: total}
 		p.mu.Lock()
-		r := rate(p.nodeCPU, cur)
-		p.nodeCPU = cur
+		r := p.nodeCPU.next(cur)
 		p.mu.Unlock()
-		n.CPU = &statsapi.CPUStats{Time: metav1.NewTime(now), UsageCoreNanoSeconds: ptr(total), UsageNanoCores: r}
+		n.CPU = &statsapi.CPUStats{Time: metav1.NewTime(cur.at), UsageCoreNanoSeconds: ptr(total), UsageNanoCores: r}
 	} else {
 		p.log.Debug("node cpu", zap.Error(err))
 	}
+	now := p.cfg.Clock.Now()
 	if m, err := hostMemory(h, now); err == nil {
 		n.Memory = m
 	} else {
@@ -208,6 +210,10 @@ func Statfs(path string, now time.Time) (*statsapi.FsStats, error) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return nil, fmt.Errorf("statfs %s: %w", path, err)
 	}
+	return fsStats(st, now), nil
+}
+
+func fsStats(st unix.Statfs_t, now time.Time) *statsapi.FsStats {
 	bs := uint64(st.Bsize)
 	return &statsapi.FsStats{
 		Time:           metav1.NewTime(now),
@@ -217,7 +223,7 @@ func Statfs(path string, now time.Time) (*statsapi.FsStats, error) {
 		InodesFree:     ptr(st.Ffree),
 		Inodes:         ptr(st.Files),
 		InodesUsed:     ptr(st.Files - st.Ffree),
-	}, nil
+	}
 }
 
 // PIDs is the kernel's pid_max and the threads it runs (/proc/loadavg's

@@ -50,15 +50,43 @@ type Provider struct {
 	log *zap.Logger
 
 	mu          sync.Mutex
-	nodeCPU     cpuSample            // the node's at the previous request
-	ctrCPU      map[string]cpuSample // per container, for runtimes that give no rate
-	noPodStats  bool                 // the runtime does not implement ListPodSandboxStats
-	podStatsErr string               // the last ListPodSandboxStats error logged
+	nodeCPU     cpuRate            // the node's
+	ctrCPU      map[string]cpuRate // per container, for runtimes that give no rate
+	noPodStats  bool               // the runtime does not implement ListPodSandboxStats
+	podStatsErr string             // the last ListPodSandboxStats error logged
 }
 
 type cpuSample struct {
 	at    time.Time
 	total uint64 // core-nanoseconds
+}
+
+// minRateWindow is the least time a rate is measured over: every caller
+// (metrics-server, Prometheus, kubectl) shares the baseline, and a rate
+// over a few milliseconds of 10 ms jiffies is noise.
+const minRateWindow = time.Second
+
+// cpuRate turns cumulative CPU samples into a rate.
+type cpuRate struct {
+	base cpuSample
+	last *uint64 // the rate last computed
+}
+
+// next is the rate at cur: over the time since the baseline, which cur
+// then replaces, once that is at least minRateWindow; else the last rate.
+// An older sample (a concurrent request's) never moves the baseline
+// back; a counter that went down starts afresh.
+func (r *cpuRate) next(cur cpuSample) *uint64 {
+	switch {
+	case !r.base.at.IsZero() && !cur.at.After(r.base.at):
+		// older than the baseline: a concurrent request's
+	case r.base.at.IsZero() || cur.total < r.base.total:
+		r.base, r.last = cur, nil
+	case cur.at.Sub(r.base.at) >= minRateWindow:
+		v := uint64(float64(cur.total-r.base.total) / cur.at.Sub(r.base.at).Seconds())
+		r.base, r.last = cur, &v
+	}
+	return r.last
 }
 
 // New returns a Provider.
@@ -77,7 +105,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger.Named("stats"), ctrCPU: map[string]cpuSample{}}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger.Named("stats"), ctrCPU: map[string]cpuRate{}}, nil
 }
 
 // pod is one ready sandbox and what runs in it.
@@ -106,12 +134,12 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 		imageFs = p.imageFs(ctx, now)
 	}
 
-	s := &statsapi.Summary{Node: p.node(now, onlyCPUAndMemory, imageFs)}
-	p.mu.Lock()
+	s := &statsapi.Summary{Node: p.node(onlyCPUAndMemory, imageFs)}
 	seen := map[string]bool{}
 	for _, pd := range pods {
 		s.Pods = append(s.Pods, p.podStats(pd, ctrStats, sbStats[pd.sandbox.Id], now, onlyCPUAndMemory, imageFs, seen))
 	}
+	p.mu.Lock()
 	for id := range p.ctrCPU {
 		if !seen[id] {
 			delete(p.ctrCPU, id)
@@ -286,22 +314,15 @@ func (p *Provider) containerCPU(id string, c *runtimeapi.CpuUsage, now time.Time
 	if out == nil || out.UsageCoreNanoSeconds == nil {
 		return out
 	}
-	cur := cpuSample{at: out.Time.Time, total: *out.UsageCoreNanoSeconds}
-	if out.UsageNanoCores == nil {
-		out.UsageNanoCores = rate(p.ctrCPU[id], cur)
+	if out.UsageNanoCores != nil {
+		return out
 	}
-	p.ctrCPU[id] = cur
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.ctrCPU[id]
+	out.UsageNanoCores = r.next(cpuSample{at: out.Time.Time, total: *out.UsageCoreNanoSeconds})
+	p.ctrCPU[id] = r
 	return out
-}
-
-// rate is the cores used between two samples, nil without a usable
-// earlier one.
-func rate(prev, cur cpuSample) *uint64 {
-	if prev.at.IsZero() || !cur.at.After(prev.at) || cur.total < prev.total {
-		return nil
-	}
-	v := uint64(float64(cur.total-prev.total) / cur.at.Sub(prev.at).Seconds())
-	return &v
 }
 
 func (p *Provider) logs(ref statsapi.PodReference, container string, now time.Time) *statsapi.FsStats {
@@ -317,9 +338,9 @@ func (p *Provider) logs(ref statsapi.PodReference, container string, now time.Ti
 	if err != nil {
 		return nil
 	}
-	fs, err := Statfs(d.Path(), now)
-	if err != nil {
-		fs = &statsapi.FsStats{Time: metav1.NewTime(now)}
+	fs := &statsapi.FsStats{Time: metav1.NewTime(now)}
+	if st, err := d.Statfs(); err == nil {
+		fs = fsStats(st, now)
 	}
 	fs.UsedBytes, fs.InodesUsed = &used, &inodes
 	return fs

@@ -382,3 +382,29 @@ type failingRuntime struct{ fakeRuntime }
 func (failingRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest, ...grpc.CallOption) (*runtimeapi.ListPodSandboxResponse, error) {
 	return nil, grpcstatus.Error(codes.Unavailable, "runtime down")
 }
+
+// TestCPURateWindow: the rate is measured over at least minRateWindow
+// (a request soon after another gets the last rate), an older sample
+// never moves the baseline back, a counter that went down starts afresh.
+func TestCPURateWindow(t *testing.T) {
+	var r cpuRate
+	at := func(d time.Duration, total uint64) cpuSample { return cpuSample{at: t0.Add(d), total: total} }
+	if v := r.next(at(0, 1e9)); v != nil {
+		t.Fatalf("rate from one sample: %d", *v)
+	}
+	if v := r.next(at(100*time.Millisecond, 11e8)); v != nil {
+		t.Fatalf("rate over 100ms: %d", *v)
+	}
+	if v := r.next(at(2*time.Second, 2e9)); v == nil || *v != 5e8 {
+		t.Fatalf("rate over 2s: %v; want 0.5 cores", v)
+	}
+	if v := r.next(at(2100*time.Millisecond, 21e8)); v == nil || *v != 5e8 {
+		t.Fatalf("100ms later: %v; want the last rate", v)
+	}
+	if v := r.next(at(time.Second, 15e8)); v == nil || *v != 5e8 || !r.base.at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("an older sample: %v, baseline %v; want both unchanged", v, r.base.at)
+	}
+	if v := r.next(at(5*time.Second, 5e8)); v != nil {
+		t.Fatalf("after a reset: %v; want none until the next window", *v)
+	}
+}

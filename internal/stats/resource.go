@@ -3,7 +3,6 @@ package stats
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,10 +23,11 @@ var (
 	scrapeErrorDesc   = prometheus.NewDesc("scrape_error", "1 if there was an error while getting container metrics, 0 otherwise", nil, nil)
 )
 
-// resourceCollector reads the summary's CPU and memory at each scrape.
+// resourceCollector reads the summary's CPU and memory for one scrape,
+// within the scrape's request.
 type resourceCollector struct {
-	p       *Provider
-	timeout time.Duration
+	p   *Provider
+	ctx context.Context
 }
 
 func (c resourceCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -39,9 +39,7 @@ func (c resourceCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect emits each figure with the time it was read, as the kubelet
 // (metrics-server computes rates from those times).
 func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	s, err := c.p.Summary(ctx, true)
+	s, err := c.p.Summary(c.ctx, true)
 	if err != nil {
 		c.p.log.Warn("resource metrics", zap.Error(err))
 		ch <- prometheus.MustNewConstMetric(scrapeErrorDesc, prometheus.GaugeValue, 1)
@@ -71,9 +69,12 @@ func cpuMem(ch chan<- prometheus.Metric, c *statsapi.CPUStats, m *statsapi.Memor
 }
 
 // ResourceHandler serves the resource metrics in the Prometheus text
-// format.
+// format. Each scrape reads the figures within its own request: a
+// scraper that gave up cancels the CRI calls made for it.
 func (p *Provider) ResourceHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(resourceCollector{p: p, timeout: p.cfg.Timeout})
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(p.log)})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(resourceCollector{p: p, ctx: r.Context()})
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(p.log)}).ServeHTTP(w, r)
+	})
 }

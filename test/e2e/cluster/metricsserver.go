@@ -124,11 +124,13 @@ func (m *MetricsServer) register(ctx context.Context, ip net.IP, port int) error
 // Log is the tail of metrics-server's log, for a failing test.
 func (m *MetricsServer) Log() string { return tailFile(m.proc.logPath, 30) }
 
-// Stop unregisters the APIService and stops the process.
+// Stop unregisters the APIService, its Service and Endpoints, and stops
+// the process.
 func (m *MetricsServer) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	m.c.Kubectl(ctx, "delete", "apiservice", metricsAPIService, "--ignore-not-found") //nolint:errcheck
 	m.c.Admin.CoreV1().Services("kube-system").Delete(ctx, "metrics-server", metav1.DeleteOptions{})
+	m.c.Admin.CoreV1().Endpoints("kube-system").Delete(ctx, "metrics-server", metav1.DeleteOptions{}) //nolint:staticcheck // see register
 	m.proc.stop()
 }
