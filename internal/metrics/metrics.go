@@ -119,13 +119,16 @@ func (m *Metrics) ObserveIteration(kind string, d time.Duration) {
 	m.iteration.WithLabelValues(kind).Observe(d.Seconds())
 }
 
-// ObserveRelist records a successful PLEG relist that began at start and
-// took d, and the interval since the previous one began.
-func (m *Metrics) ObserveRelist(start time.Time, d time.Duration) {
+// ObserveRelist records a PLEG relist that began at start, as the
+// kubelet: its duration whether it failed or not, and the interval since
+// the last successful one's start.
+func (m *Metrics) ObserveRelist(start time.Time, d time.Duration, err error) {
 	m.relist.Observe(d.Seconds())
 	m.mu.Lock()
 	prev := m.lastRelist
-	m.lastRelist = start
+	if err == nil {
+		m.lastRelist = start
+	}
 	m.mu.Unlock()
 	if !prev.IsZero() && start.After(prev) {
 		m.relistInterval.Observe(start.Sub(prev).Seconds())

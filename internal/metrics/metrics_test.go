@@ -36,8 +36,9 @@ func TestHandler(t *testing.T) {
 	m.AddGauges(Gauges{Workers: func() float64 { return 3 }, DroppedEvents: func() float64 { return 7 },
 		Runtime: func() (map[pod.UID]*pod.RuntimeStatus, time.Time) { return snapshot, t0 }})
 	m.ObserveIteration("pleg", 2*time.Millisecond)
-	m.ObserveRelist(t0, time.Millisecond)
-	m.ObserveRelist(t0.Add(time.Second), time.Millisecond)
+	m.ObserveRelist(t0, time.Millisecond, nil)
+	m.ObserveRelist(t0.Add(time.Second), time.Millisecond, errors.New("runtime down"))
+	m.ObserveRelist(t0.Add(2*time.Second), time.Millisecond, nil) // 2 s since the last successful one
 	m.ObservePodSync("create", 10*time.Millisecond)
 	m.record("run_podsandbox", t0, nil)
 	healthErr := error(nil)
@@ -107,8 +108,8 @@ func TestHandler(t *testing.T) {
 	}
 	for _, line := range []string{
 		`nodeagent_sync_loop_iteration_duration_seconds_count{kind="pleg"} 1`,
-		"kubelet_pleg_relist_duration_seconds_count 2",
-		"kubelet_pleg_relist_interval_seconds_sum 1",
+		"kubelet_pleg_relist_duration_seconds_count 3", // the failed one too
+		"kubelet_pleg_relist_interval_seconds_sum 3",   // 1 s and 2 s since the last success
 		"kubelet_pleg_last_seen_seconds 1.7e+09",
 		"kubelet_pleg_discard_events 7",
 		`kubelet_pod_worker_duration_seconds_count{operation_type="create"} 1`,

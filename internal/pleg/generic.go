@@ -61,7 +61,7 @@ type Generic struct {
 	// fast is Run's relist period; slow replaces it while an event stream
 	// is up (streaming).
 	fast, slow atomic.Int64
-	onRelist   func(start time.Time, took time.Duration)
+	onRelist   func(start time.Time, took time.Duration, err error)
 	streaming  atomic.Bool
 	trigger    chan struct{}
 
@@ -83,9 +83,11 @@ func NewGeneric(l Lister, c clock.WithTicker, log *zap.Logger, capacity int) *Ge
 	return g
 }
 
-// ObserveRelists sets a func called with each successful relist's start
-// and duration (metrics). Call it before Run.
-func (g *Generic) ObserveRelists(f func(start time.Time, took time.Duration)) { g.onRelist = f }
+// ObserveRelists sets a func called with each relist's start, duration
+// and error, failed ones too (metrics). Call it before Run.
+func (g *Generic) ObserveRelists(f func(start time.Time, took time.Duration, err error)) {
+	g.onRelist = f
+}
 
 // Watch returns the event stream.
 func (g *Generic) Watch() <-chan Event { return g.events }
@@ -121,6 +123,9 @@ func (g *Generic) Relist(ctx context.Context) error {
 	start := g.clock.Now()
 	pods, err := g.lister.ListPods(ctx)
 	if err != nil {
+		if g.onRelist != nil {
+			g.onRelist(start, g.clock.Since(start), err)
+		}
 		return fmt.Errorf("relist: %w", err)
 	}
 	next := make(map[pod.UID]*pod.RuntimeStatus, len(pods))
@@ -167,7 +172,7 @@ func (g *Generic) Relist(ctx context.Context) error {
 		g.log.Warn("event channel full; events dropped, the periodic resync recovers", zap.Int("dropped", dropped))
 	}
 	if g.onRelist != nil {
-		g.onRelist(start, g.clock.Since(start))
+		g.onRelist(start, g.clock.Since(start), nil)
 	}
 	g.log.Debug("relisted", zap.Int("pods", len(next)), zap.Int("events", len(events)), zap.Duration("took", g.clock.Since(start)))
 	return nil
