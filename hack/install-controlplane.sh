@@ -3,8 +3,8 @@
 # Go module proxy, cached outside the repo (idempotent; seconds when cached):
 #
 #   kube-apiserver, kube-controller-manager, kubectl   k8s.io/kubernetes $K8S_VERSION
-#   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
+#   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
 #
 # into $NODEAGENT_RIG_CACHE/bin (default /root/.cache/nodeagent-rig/bin).
 # k8s.io/kubernetes replaces its k8s.io/* staging modules with ./staging/src/…,
@@ -15,7 +15,7 @@ set -euo pipefail
 
 K8S_VERSION="${RIG_K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${RIG_ETCD_VERSION:-v3.6.16}"
-METRICS_SERVER_VERSION="${RIG_METRICS_SERVER_VERSION:-v0.8.0}"
+METRICS_SERVER_VERSION="${RIG_METRICS_SERVER_VERSION:-v0.9.0}"
 CACHE="${NODEAGENT_RIG_CACHE:-/root/.cache/nodeagent-rig}"
 BIN="$CACHE/bin"
 SCRATCH="$CACHE/src"
@@ -27,27 +27,23 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 stamp_ok() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1-version" ] && [ "$(cat "$BIN/.$1-version")" = "$2" ]; }
 
-# ------------------------------------------------- kubernetes, metrics-server ---
-# metrics-server is built in the same scratch module: its k8s.io/* modules
-# are then the control plane's (the replaces), so it compiles in seconds
-# from the packages the control plane's build already compiled.
+# ------------------------------------------------------------ kubernetes ---
 k8s_bins=(kube-apiserver kube-controller-manager kubectl)
 need=()
 for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need+=("$b"); done
-stamp_ok metrics-server "$K8S_VERSION+$METRICS_SERVER_VERSION" || need+=(metrics-server)
 if [ "${#need[@]}" -eq 0 ]; then
-	log "kubernetes $K8S_VERSION and metrics-server $METRICS_SERVER_VERSION present in $BIN"
+	log "kubernetes $K8S_VERSION present in $BIN"
 else
 	d="$SCRATCH/kubernetes-$K8S_VERSION"
 	mkdir -p "$d"
 	cd "$d"
-	if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod || ! grep -q "sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION" go.mod; then
-		log "preparing scratch module for k8s.io/kubernetes $K8S_VERSION and sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION"
+	if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $K8S_VERSION" go.mod; then
+		log "preparing scratch module for k8s.io/kubernetes $K8S_VERSION"
 		rm -f go.mod go.sum
 		go mod init nodeagent-rig/kubernetes >/dev/null 2>&1
 		modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
 		staging_v="v0.${K8S_VERSION#v1.}"
-		go mod edit -require="k8s.io/kubernetes@$K8S_VERSION" -require="sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION"
+		go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
 		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
 			go mod edit -replace="$m=$m@$staging_v"
 		done
@@ -60,19 +56,11 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
-	_ "sigs.k8s.io/metrics-server/cmd/metrics-server"
 )
 GO
 		go mod tidy >/dev/null 2>&1 || go mod tidy
 	fi
 	for b in "${need[@]}"; do
-		if [ "$b" = metrics-server ]; then
-			log "building metrics-server $METRICS_SERVER_VERSION (against k8s.io $K8S_VERSION)"
-			go build -trimpath -ldflags "-s -w" -o "$BIN/$b.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server
-			mv "$BIN/$b.tmp" "$BIN/$b"
-			echo "$K8S_VERSION+$METRICS_SERVER_VERSION" >"$BIN/.$b-version"
-			continue
-		fi
 		log "building $b $K8S_VERSION (minutes when cold)"
 		go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" \
 			-o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b"
@@ -110,5 +98,40 @@ GO
 	go build -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" .
 	mv "$BIN/etcd.tmp" "$BIN/etcd"
 	echo "$ETCD_VERSION" >"$BIN/.etcd-version"
+fi
+# -------------------------------------------------------- metrics-server ---
+# Its own scratch module, with the control plane's k8s.io/* modules (the
+# same replaces): its OpenAPI model names must be the ones the apiserver
+# library it is built with expects, and the packages the control plane's
+# build compiled are reused. v0.8.0 built so fails at start ("cannot find
+# model definition for …NodeMetrics"); v0.9.0 runs.
+ms_stamp="$METRICS_SERVER_VERSION+k8s-$K8S_VERSION"
+if stamp_ok metrics-server "$ms_stamp"; then
+	log "metrics-server $METRICS_SERVER_VERSION present in $BIN"
+else
+	d="$SCRATCH/metrics-server-$ms_stamp"
+	mkdir -p "$d"
+	cd "$d"
+	if [ ! -f go.mod ]; then
+		go mod init nodeagent-rig/metrics-server >/dev/null 2>&1
+		modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+		staging_v="v0.${K8S_VERSION#v1.}"
+		go mod edit -require="sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION"
+		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
+			go mod edit -replace="$m=$m@$staging_v"
+		done
+		cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "sigs.k8s.io/metrics-server/cmd/metrics-server"
+GO
+		go mod tidy >/dev/null 2>&1 || go mod tidy
+	fi
+	log "building metrics-server $METRICS_SERVER_VERSION against k8s.io $K8S_VERSION (minutes when cold)"
+	go build -trimpath -ldflags "-s -w" -o "$BIN/metrics-server.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server
+	mv "$BIN/metrics-server.tmp" "$BIN/metrics-server"
+	echo "$ms_stamp" >"$BIN/.metrics-server-version"
 fi
 log "done"

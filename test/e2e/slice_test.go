@@ -282,8 +282,9 @@ func TestHealthzAndMetrics(t *testing.T) {
 			`kubelet_runtime_operations_total{operation_type="start_container"} 1`,
 			`kubelet_runtime_operations_duration_seconds_count{operation_type="list_containers"}`,
 			"kubelet_pod_start_duration_seconds_count 1",
-			"kubelet_pod_start_sli_duration_seconds_count{",
-			"kubelet_pod_start_total_duration_seconds_count{",
+			"kubelet_pod_start_sli_duration_seconds_count 1",
+			"kubelet_pod_start_total_duration_seconds_count 1",
+			"kubelet_first_network_pod_start_sli_duration_seconds ",
 			"kubelet_running_pods 1",
 			`kubelet_running_containers{container_state="running"} 1`,
 		} {

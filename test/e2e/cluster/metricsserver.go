@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -104,8 +105,9 @@ func (m *MetricsServer) register(ctx context.Context, ip net.IP, port int) error
 	}
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := m.proc.exited(); err != nil {
-			return false, err
+		if m.proc.exited() != nil {
+			// Its usage text buries the cause: grep the error lines.
+			return false, fmt.Errorf("metrics-server exited: %s", errorLines(m.proc.logPath))
 		}
 		out, err := m.c.Kubectl(ctx, "get", "apiservice", metricsAPIService, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status} {.status.conditions[?(@.type=="Available")].message}`)
 		last = out
@@ -133,4 +135,23 @@ func (m *MetricsServer) Stop() {
 	m.c.Admin.CoreV1().Services("kube-system").Delete(ctx, "metrics-server", metav1.DeleteOptions{})
 	m.c.Admin.CoreV1().Endpoints("kube-system").Delete(ctx, "metrics-server", metav1.DeleteOptions{}) //nolint:staticcheck // see register
 	m.proc.stop()
+}
+
+// errorLines are the lines of a log that report an error (klog's E
+// lines, cobra's "Error:").
+func errorLines(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "Error:") || strings.HasPrefix(l, "E1") || strings.HasPrefix(l, "F1") {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return tailFile(path, 20)
+	}
+	return strings.Join(out, "\n")
 }
