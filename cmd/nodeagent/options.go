@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -473,6 +474,10 @@ func (o *options) validate() error {
 	}
 	if o.readOnlyPort < 0 || o.readOnlyPort > 65535 {
 		errs = append(errs, fmt.Errorf("--read-only-port %d: want 0 (off) to 65535", o.readOnlyPort))
+	}
+	if o.rotateServerCertificates && len(o.tlsCipherSuites) > 0 && o.tlsMinVersion != "VersionTLS13" &&
+		!slices.ContainsFunc(o.tlsCipherSuites, func(s string) bool { return strings.Contains(s, "_ECDSA_") }) {
+		errs = append(errs, errors.New("--tls-cipher-suites: the certificate --rotate-server-certificates requests has an ECDSA key; give at least one ECDHE_ECDSA suite, or --tls-min-version VersionTLS13"))
 	}
 	if o.rotateServerCertificates && o.kubeconfig == "" {
 		errs = append(errs, errors.New("--rotate-server-certificates needs --kubeconfig (the serving certificate is requested from the API server)"))

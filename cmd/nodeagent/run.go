@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/admit"
@@ -71,6 +73,9 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
+	// client-go and its certificate managers log through klog: into the
+	// agent's log, not a second format on stderr.
+	klog.SetLogger(zapr.NewLogger(log.Named("klog")))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if path := os.Getenv("NODEAGENT_CPUPROFILE"); path != "" {
