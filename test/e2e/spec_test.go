@@ -163,7 +163,11 @@ spec:
 			return false
 		}
 		last = p.Status.ContainerStatuses[0].State.Terminated
-		return last != nil && last.ExitCode == 1 && last.Message == "starting up\nfatal: no config found"
+		// Both streams' lines; their order in the log is the runtime's, which
+		// copies stdout and stderr concurrently: two lines written a few
+		// microseconds apart may land either way.
+		return last != nil && last.ExitCode == 1 &&
+			(last.Message == "starting up\nfatal: no config found" || last.Message == "fatal: no config found\nstarting up")
 	})
 
 	refused := []struct{ pod, reason, message string }{{"userns", "UserNamespacesNotSupported", "hostUsers: false"}}
