@@ -21,8 +21,8 @@
 // calls are the runtime's own figures (containerd computes them from the
 // cgroups it made), one read per request, nothing sampled in the
 // background; the one figure that needs two samples, the node's
-// usageNanoCores, is the rate since the previous request (absent on the
-// first). Not here: volume usage (the kubelet's per-volume du) and the
+// usageNanoCores, is the rate since an earlier request at least a second
+// before (absent until there is one; every caller shares the baseline). Not here: volume usage (the kubelet's per-volume du) and the
 // kubelet's system containers (kubelet, runtime, pods).
 //
 // Concurrency: a Provider is safe for concurrent use.
