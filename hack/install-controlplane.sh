@@ -25,6 +25,18 @@ if ! command -v go >/dev/null 2>&1; then PATH="/usr/local/go/bin:$PATH"; fi
 mkdir -p "$BIN" "$SCRATCH"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
+# replace_staging makes the current scratch module use k8s.io/kubernetes
+# $K8S_VERSION's staging modules (its go.mod replaces them with
+# ./staging/src/…) at their published v0.<minor>.<patch>.
+replace_staging() {
+	local modfile staging_v m
+	modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+	staging_v="v0.${K8S_VERSION#v1.}"
+	for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
+		go mod edit -replace="$m=$m@$staging_v"
+	done
+}
+
 stamp_ok() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1-version" ] && [ "$(cat "$BIN/.$1-version")" = "$2" ]; }
 
 # ------------------------------------------------------------ kubernetes ---
@@ -41,12 +53,8 @@ else
 		log "preparing scratch module for k8s.io/kubernetes $K8S_VERSION"
 		rm -f go.mod go.sum
 		go mod init nodeagent-rig/kubernetes >/dev/null 2>&1
-		modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
-		staging_v="v0.${K8S_VERSION#v1.}"
 		go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
-		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
-			go mod edit -replace="$m=$m@$staging_v"
-		done
+		replace_staging
 		cat >tools.go <<'GO'
 //go:build tools
 
@@ -114,12 +122,8 @@ else
 	cd "$d"
 	if [ ! -f go.mod ]; then
 		go mod init nodeagent-rig/metrics-server >/dev/null 2>&1
-		modfile="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
-		staging_v="v0.${K8S_VERSION#v1.}"
 		go mod edit -require="sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION"
-		for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$modfile"); do
-			go mod edit -replace="$m=$m@$staging_v"
-		done
+		replace_staging
 		cat >tools.go <<'GO'
 //go:build tools
 

@@ -1,15 +1,10 @@
 package eviction
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nodeagent/nodeagent/internal/stats"
@@ -58,32 +53,14 @@ func (h Host) Observe(ctx context.Context) (map[string]Observation, error) {
 
 // memory is MemAvailable of MemTotal.
 func memory(path string) (Observation, error) {
-	b, err := os.ReadFile(path)
+	mi, err := stats.KeyValues(path)
 	if err != nil {
 		return Observation{}, err
 	}
-	var o Observation
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		kb, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "MemTotal:":
-			o.Capacity = kb << 10
-		case "MemAvailable:":
-			o.Available = kb << 10
-		}
+	if mi["MemTotal"] == 0 {
+		return Observation{}, fmt.Errorf("%s: no MemTotal", path)
 	}
-	if o.Capacity == 0 {
-		return o, fmt.Errorf("%s: no MemTotal", path)
-	}
-	return o, nil
+	return Observation{Capacity: int64(mi["MemTotal"] << 10), Available: int64(mi["MemAvailable"] << 10)}, nil
 }
 
 func fsAvail(path string) (Observation, error) {

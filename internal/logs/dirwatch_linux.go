@@ -1,11 +1,9 @@
 package logs
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -73,21 +71,14 @@ func (w *dirWatch) run() {
 func (w *dirWatch) handle(buf []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(buf) >= unix.SizeofInotifyEvent {
-		mask := binary.NativeEndian.Uint32(buf[4:])
-		n := int(binary.NativeEndian.Uint32(buf[12:]))
-		if len(buf) < unix.SizeofInotifyEvent+n {
-			return
-		}
-		name := strings.TrimRight(string(buf[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+n]), "\x00")
-		buf = buf[unix.SizeofInotifyEvent+n:]
+	inotifyEvents(buf, func(_ int32, mask uint32, name string) {
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
 			w.lost = true
 		case mask&unix.IN_CLOSE_WRITE != 0 && name != "":
 			w.closed[name] = true
 		}
-	}
+	})
 }
 
 // writerClosed reports whether a writer closed the file name since the

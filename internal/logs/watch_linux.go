@@ -111,8 +111,10 @@ func (w *watcher) child(dir string, depth int, name string, isDir, report bool) 
 	return nil
 }
 
-// handle parses a buffer of inotify events.
-func (w *watcher) handle(buf []byte) {
+// inotifyEvents calls f with each event of a buffer read from an inotify
+// descriptor: its watch, mask and name ("" for the watched directory
+// itself). A truncated last event is dropped.
+func inotifyEvents(buf []byte, f func(wd int32, mask uint32, name string)) {
 	for len(buf) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
 		mask := binary.NativeEndian.Uint32(buf[4:])
@@ -122,6 +124,13 @@ func (w *watcher) handle(buf []byte) {
 		}
 		name := strings.TrimRight(string(buf[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+n]), "\x00")
 		buf = buf[unix.SizeofInotifyEvent+n:]
+		f(wd, mask, name)
+	}
+}
+
+// handle parses a buffer of inotify events.
+func (w *watcher) handle(buf []byte) {
+	inotifyEvents(buf, func(wd int32, mask uint32, name string) {
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
 			w.found("")
@@ -134,7 +143,7 @@ func (w *watcher) handle(buf []byte) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // isLogName reports whether name is a live container log: <restarts>.log.

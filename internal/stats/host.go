@@ -86,7 +86,7 @@ func hostCPU(h Host) (uint64, error) {
 			return v, nil
 		}
 	}
-	if kv, err := readKV(filepath.Join(h.CgroupRoot, "cpu.stat")); err == nil {
+	if kv, err := KeyValues(filepath.Join(h.CgroupRoot, "cpu.stat")); err == nil {
 		if v, ok := kv["usage_usec"]; ok {
 			return v * 1000, nil
 		}
@@ -121,7 +121,7 @@ func hostCPU(h Host) (uint64, error) {
 // capacity less the working set — what the kubelet's memory.available
 // signal is made of.
 func hostMemory(h Host, now time.Time) (*statsapi.MemoryStats, error) {
-	mi, err := readKV(filepath.Join(h.ProcRoot, "meminfo"))
+	mi, err := KeyValues(filepath.Join(h.ProcRoot, "meminfo"))
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func hostMemory(h Host, now time.Time) (*statsapi.MemoryStats, error) {
 	m := &statsapi.MemoryStats{Time: metav1.NewTime(now)}
 	var usage, inactive uint64
 	if u, err := readUint(filepath.Join(h.CgroupRoot, "memory", "memory.usage_in_bytes")); err == nil {
-		st, err := readKV(filepath.Join(h.CgroupRoot, "memory", "memory.stat"))
+		st, err := KeyValues(filepath.Join(h.CgroupRoot, "memory", "memory.stat"))
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +142,7 @@ func hostMemory(h Host, now time.Time) (*statsapi.MemoryStats, error) {
 		usage = capacity - mi["MemFree"]<<10
 		inactive = mi["Inactive(file)"] << 10
 		m.RSSBytes = ptr(mi["AnonPages"] << 10)
-		if vm, err := readKV(filepath.Join(h.ProcRoot, "vmstat")); err == nil {
+		if vm, err := KeyValues(filepath.Join(h.ProcRoot, "vmstat")); err == nil {
 			m.PageFaults, m.MajorPageFaults = ptr(vm["pgfault"]), ptr(vm["pgmajfault"])
 		}
 	}
@@ -252,7 +252,7 @@ func PIDs(procRoot string) (max, cur int64, err error) {
 }
 
 func bootTime(procRoot string) (time.Time, error) {
-	kv, err := readKV(filepath.Join(procRoot, "stat"))
+	kv, err := KeyValues(filepath.Join(procRoot, "stat"))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -271,9 +271,9 @@ func readUint(path string) (uint64, error) {
 	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
-// readKV reads "key value" or "key: value [kB]" lines; the first number
+// KeyValues reads "key value" or "key: value [kB]" lines; the first number
 // of each line is kept, lines without one are skipped.
-func readKV(path string) (map[string]uint64, error) {
+func KeyValues(path string) (map[string]uint64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
