@@ -11,7 +11,7 @@ import (
 // EmptyDir creates (if needed) and returns an emptyDir volume's directory
 // under podDir, the kubelet's layout.
 func EmptyDir(podDir, name string) (string, error) {
-	dir := filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir", name)
+	dir := ChildDir(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir"), name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("create emptyDir: %w", err)
 	}
