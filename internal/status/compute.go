@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,6 +16,13 @@ import (
 // prefixes container IDs ("containerd://…"); probes, when set, gives the
 // startup and readiness verdicts (without, a running container is started
 // and ready unless it has such a probe).
+//
+// The conditions are the kubelet's (pkg/kubelet/status/generate.go), in
+// the order PodReadyToStartContainers, Initialized, ContainersReady,
+// Ready, PodScheduled. Ready reads the pod's readiness-gate conditions
+// from p.Status.Conditions; Compute does not emit them (their owners do).
+// A hostNetwork pod gets no pod IP here: the Manager, which knows the
+// node's IP, fills it in.
 func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults) v1.PodStatus {
 	out := v1.PodStatus{QOSClass: qosClass(p)}
 	sb := st.LatestSandbox()
@@ -38,7 +46,6 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 
 	initsDone := true
 	initFailed := false
-	sidecarsReady := true
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
 		cs := containerStatus(p, c, st, true, res, runtimeName, sb, probes)
@@ -53,7 +60,6 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 					initsDone = false
 				}
 			}
-			sidecarsReady = sidecarsReady && cs.Ready
 		} else {
 			if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
 				initsDone = initsDone && appStarted(p, st)
@@ -66,7 +72,6 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 	}
 
 	var running, waiting, stopped, succeeded int
-	allReady := sidecarsReady
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		cs := containerStatus(p, c, st, false, res, runtimeName, sb, probes)
@@ -90,9 +95,6 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 			} else {
 				waiting++
 			}
-		}
-		if !cs.Ready {
-			allReady = false
 		}
 		out.ContainerStatuses = append(out.ContainerStatuses, cs)
 	}
@@ -121,23 +123,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 		out.Phase = v1.PodPending
 	}
 
-	cond := func(t v1.PodConditionType, ok bool, reason string) {
-		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason}
-		if ok {
-			c.Status, c.Reason = v1.ConditionTrue, ""
-		}
-		out.Conditions = append(out.Conditions, c)
-	}
-	cond(v1.PodReadyToStartContainers, sandboxReady, "")
-	cond(v1.PodInitialized, initsDone, "ContainersNotInitialized")
-	ready := allReady && initsDone && out.Phase == v1.PodRunning
-	notReady := "ContainersNotReady"
-	if out.Phase == v1.PodSucceeded || out.Phase == v1.PodFailed {
-		notReady = "PodCompleted"
-	}
-	cond(v1.ContainersReady, ready, notReady)
-	cond(v1.PodReady, ready, notReady)
-	cond(v1.PodScheduled, true, "")
+	out.Conditions = conditions(p, st, out)
 	if res.SandboxError != "" {
 		out.Message = "FailedCreatePodSandBox: " + res.SandboxError
 	}
@@ -165,7 +151,9 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 	}
 	w, hasWaiting := res.Waiting[c.Name]
 	if latest == nil {
+		// Not started, as the prober manager marks every status.
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		cs.Started = new(bool)
 		return cs
 	}
 	cs.ContainerID = runtimeName + "://" + latest.ID
@@ -179,8 +167,9 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(latest.StartedAt)}
 		started := passed(probes, p, latest, c.StartupProbe, pod.Startup)
 		cs.Started = &started
-		// Plain init containers are never ready; sidecars and app
-		// containers once started and their readiness probe passes.
+		// A running plain init container is not ready (it is once it
+		// completed); sidecars and app containers are once started and
+		// their readiness probe passed.
 		cs.Ready = (!init || pod.IsSidecar(c)) && started && sb != nil && sb.ID == latest.SandboxID &&
 			passed(probes, p, latest, c.ReadinessProbe, pod.Readiness)
 	case pod.ContainerExited:
@@ -190,6 +179,9 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 			cs.LastTerminationState.Terminated = term
 		} else {
 			cs.State.Terminated = term
+			// A plain init container is ready once it completed (the
+			// prober manager's UpdatePodStatus).
+			cs.Ready = init && !pod.IsSidecar(c) && term.ExitCode == 0
 		}
 	default:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
@@ -276,4 +268,244 @@ func appStarted(p *v1.Pod, st *pod.RuntimeStatus) bool {
 		}
 	}
 	return false
+}
+
+// Condition reasons and messages, as the kubelet's
+// (pkg/kubelet/status/generate.go, pkg/kubelet/types/constants.go).
+const (
+	reasonPodCompleted             = "PodCompleted"
+	reasonPodFailed                = "PodFailed"
+	reasonContainersNotReady       = "ContainersNotReady"
+	reasonContainersNotInitialized = "ContainersNotInitialized"
+	reasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+	reasonUnknownContainerStatuses = "UnknownContainerStatuses"
+	reasonSandboxNotReady          = "PodSandboxNotReady"
+
+	msgNoSandbox       = "no pod sandbox exists"
+	msgSandboxNotReady = "pod sandbox is not ready"
+	msgSandboxNoIP     = "pod sandbox has no IP address"
+)
+
+// ownedConditions are the condition types the node sets; any other in
+// p.Status.Conditions belongs to someone else (readiness gates, the
+// scheduler, the disruption controller).
+var ownedConditions = map[v1.PodConditionType]bool{
+	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true,
+	v1.PodReady: true, v1.PodScheduled: true,
+}
+
+// conditions are the node's conditions of a pod whose container statuses
+// and phase s holds, as generateAPIPodStatus sets them, each observing the
+// pod's generation.
+func conditions(p *v1.Pod, st *pod.RuntimeStatus, s v1.PodStatus) []v1.PodCondition {
+	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
+	toStart := readyToStartCondition(p, st)
+	initialized := initializedCondition(p, all, s.Phase)
+	containersReady := containersReadyCondition(p, all, s.Phase)
+	// The readiness gates see the conditions the kubelet holds when it
+	// generates Ready: the others' and the two generated before it.
+	var others []v1.PodCondition
+	for _, c := range p.Status.Conditions {
+		if !ownedConditions[c.Type] {
+			others = append(others, c)
+		}
+	}
+	ready := readyCondition(p, append(others, toStart, initialized), containersReady)
+	out := []v1.PodCondition{toStart, initialized, containersReady, ready, {Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+	for i := range out {
+		out[i].ObservedGeneration = p.Generation
+	}
+	return out
+}
+
+// readyToStartCondition is True when the pod has a sandbox it can start
+// containers in: one ready sandbox, the newest, with an IP unless the pod
+// uses the host's network (GeneratePodReadyToStartContainersCondition
+// over kuberuntime's PodSandboxChanged). Two ready sandboxes at once, or
+// a changed network namespace mode, which the kubelet also reports, are
+// not told apart here.
+func readyToStartCondition(p *v1.Pod, st *pod.RuntimeStatus) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse, Reason: reasonSandboxNotReady}
+	switch sb := st.LatestSandbox(); {
+	case sb == nil:
+		c.Message = msgNoSandbox
+	case sb.State != runtimeapi.PodSandboxState_SANDBOX_READY:
+		c.Message = msgSandboxNotReady
+	case !p.Spec.HostNetwork && sb.IP == "":
+		c.Message = msgSandboxNoIP
+	default:
+		c = v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}
+	}
+	return c
+}
+
+// initializedCondition: every init container done — a plain one ready
+// (completed), a sidecar started — or a regular container started
+// already; PodCompleted once the pod Succeeded
+// (GeneratePodInitializedCondition).
+func initializedCondition(p *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.PodInitialized, Status: v1.ConditionTrue}
+	if statuses == nil && len(p.Spec.InitContainers) > 0 {
+		c.Status, c.Reason = v1.ConditionFalse, reasonUnknownContainerStatuses
+		return c
+	}
+	byName := statusesByName(statuses)
+	var unknown, incomplete []string
+	for i := range p.Spec.InitContainers {
+		ic := &p.Spec.InitContainers[i]
+		cs, ok := byName[ic.Name]
+		switch {
+		case !ok:
+			unknown = append(unknown, ic.Name)
+		case pod.IsSidecar(ic) && (cs.Started == nil || !*cs.Started):
+			incomplete = append(incomplete, ic.Name)
+		case !pod.IsSidecar(ic) && !cs.Ready:
+			incomplete = append(incomplete, ic.Name)
+		}
+	}
+	switch {
+	case phase == v1.PodSucceeded && len(unknown) == 0:
+		c.Reason = reasonPodCompleted
+	case regularStarted(p, byName):
+	case len(unknown) > 0 || len(incomplete) > 0:
+		c.Status, c.Reason = v1.ConditionFalse, reasonContainersNotInitialized
+		c.Message = namesMessage("incomplete", unknown, incomplete)
+	}
+	return c
+}
+
+// containersReadyCondition: every sidecar and regular container ready;
+// PodCompleted or PodFailed once the pod is over
+// (GenerateContainersReadyCondition).
+func containersReadyCondition(p *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+	c := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse}
+	if statuses == nil {
+		c.Reason = reasonUnknownContainerStatuses
+		return c
+	}
+	byName := statusesByName(statuses)
+	var unknown, unready []string
+	check := func(name string) {
+		if cs, ok := byName[name]; !ok {
+			unknown = append(unknown, name)
+		} else if !cs.Ready {
+			unready = append(unready, name)
+		}
+	}
+	for i := range p.Spec.InitContainers {
+		if pod.IsSidecar(&p.Spec.InitContainers[i]) {
+			check(p.Spec.InitContainers[i].Name)
+		}
+	}
+	for i := range p.Spec.Containers {
+		check(p.Spec.Containers[i].Name)
+	}
+	switch {
+	case phase == v1.PodSucceeded && len(unknown) == 0:
+		c.Reason = reasonPodCompleted
+	case phase == v1.PodFailed:
+		c.Reason = reasonPodFailed
+	case len(unknown) > 0 || len(unready) > 0:
+		c.Reason, c.Message = reasonContainersNotReady, namesMessage("unready", unknown, unready)
+	default:
+		c.Status = v1.ConditionTrue
+	}
+	return c
+}
+
+// readyCondition is containersReady's verdict as Ready, then the
+// readiness gates': each gate's condition, looked up in conds, must exist
+// and be True (GeneratePodReadyCondition).
+func readyCondition(p *v1.Pod, conds []v1.PodCondition, containersReady v1.PodCondition) v1.PodCondition {
+	c := containersReady
+	c.Type = v1.PodReady
+	if c.Status != v1.ConditionTrue {
+		return c
+	}
+	var msgs []string
+	for _, g := range p.Spec.ReadinessGates {
+		gc := findCondition(conds, g.ConditionType)
+		switch {
+		case gc == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", string(g.ConditionType)))
+		case gc.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", string(g.ConditionType), gc.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		c.Status, c.Reason, c.Message = v1.ConditionFalse, reasonReadinessGatesNotReady, strings.Join(msgs, ", ")
+	}
+	return c
+}
+
+// finishedConditions makes the conditions of s — its phase made terminal,
+// its containers all terminated (terminal) — those the kubelet generates
+// for it: Initialized True (PodCompleted when Succeeded), ContainersReady
+// and Ready False with PodCompleted or PodFailed. Call it again after
+// changing the phase.
+func finishedConditions(s *v1.PodStatus) {
+	reason := reasonPodFailed
+	if s.Phase == v1.PodSucceeded {
+		reason = reasonPodCompleted
+	}
+	for i := range s.Conditions {
+		switch c := &s.Conditions[i]; c.Type {
+		case v1.PodInitialized:
+			c.Status, c.Reason, c.Message = v1.ConditionTrue, "", ""
+			if s.Phase == v1.PodSucceeded {
+				c.Reason = reasonPodCompleted
+			}
+		case v1.PodReady, v1.ContainersReady:
+			c.Status, c.Reason, c.Message = v1.ConditionFalse, reason, ""
+		}
+	}
+}
+
+// hasReadySandbox reports whether Compute saw a ready sandbox when it made
+// s: PodReadyToStartContainers True, or False only for want of an IP.
+func hasReadySandbox(s v1.PodStatus) bool {
+	c := findCondition(s.Conditions, v1.PodReadyToStartContainers)
+	return c != nil && (c.Status == v1.ConditionTrue || c.Message == msgSandboxNoIP)
+}
+
+// namesMessage lists the containers of unknown status, then the others
+// ("containers with unknown status: [a], containers with <what> status:
+// [b c]").
+func namesMessage(what string, unknown, others []string) string {
+	var msgs []string
+	if len(unknown) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
+	}
+	if len(others) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with %s status: %s", what, others))
+	}
+	return strings.Join(msgs, ", ")
+}
+
+// regularStarted reports whether a regular container is running or has
+// terminated: the pod was initialised (HasAnyRegularContainerStarted).
+func regularStarted(p *v1.Pod, byName map[string]*v1.ContainerStatus) bool {
+	for i := range p.Spec.Containers {
+		if cs, ok := byName[p.Spec.Containers[i].Name]; ok && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+func statusesByName(statuses []v1.ContainerStatus) map[string]*v1.ContainerStatus {
+	m := make(map[string]*v1.ContainerStatus, len(statuses))
+	for i := range statuses {
+		m[statuses[i].Name] = &statuses[i]
+	}
+	return m
+}
+
+func findCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
 }

@@ -132,7 +132,7 @@ func view(s v1.PodStatus) statusView {
 // Condition sets the table expects.
 var (
 	condsPending = map[v1.PodConditionType]string{
-		v1.PodReadyToStartContainers: "False", v1.PodInitialized: "True",
+		v1.PodReadyToStartContainers: "False:PodSandboxNotReady", v1.PodInitialized: "True",
 		v1.ContainersReady: "False:ContainersNotReady", v1.PodReady: "False:ContainersNotReady", v1.PodScheduled: "True",
 	}
 	condsSandboxPending = map[v1.PodConditionType]string{
@@ -147,9 +147,13 @@ var (
 		v1.PodReadyToStartContainers: "True", v1.PodInitialized: "True",
 		v1.ContainersReady: "True", v1.PodReady: "True", v1.PodScheduled: "True",
 	}
-	condsCompleted = map[v1.PodConditionType]string{
-		v1.PodReadyToStartContainers: "True", v1.PodInitialized: "True",
+	condsSucceeded = map[v1.PodConditionType]string{
+		v1.PodReadyToStartContainers: "True", v1.PodInitialized: "True:PodCompleted",
 		v1.ContainersReady: "False:PodCompleted", v1.PodReady: "False:PodCompleted", v1.PodScheduled: "True",
+	}
+	condsFailed = map[v1.PodConditionType]string{
+		v1.PodReadyToStartContainers: "True", v1.PodInitialized: "True",
+		v1.ContainersReady: "False:PodFailed", v1.PodReady: "False:PodFailed", v1.PodScheduled: "True",
 	}
 )
 
@@ -225,7 +229,7 @@ func TestCompute(t *testing.T) {
 			st:   runtimeStatus(sbReady, exited("init-0", true, 0, "")),
 			want: statusView{
 				Phase:      v1.PodPending,
-				Init:       []string{"init-0 terminated:Completed:0", "init-1 waiting:PodInitializing"},
+				Init:       []string{"init-0 terminated:Completed:0 ready", "init-1 waiting:PodInitializing"},
 				Containers: []string{"app waiting:PodInitializing"},
 				Conditions: condsInitializing,
 			},
@@ -236,7 +240,7 @@ func TestCompute(t *testing.T) {
 			st:   runtimeStatus(sbReady, exited("init-1", true, 0, ""), exited("init-0", true, 0, "")),
 			want: statusView{
 				Phase:      v1.PodPending,
-				Init:       []string{"init-0 terminated:Completed:0", "init-1 terminated:Completed:0"},
+				Init:       []string{"init-0 terminated:Completed:0 ready", "init-1 terminated:Completed:0 ready"},
 				Containers: []string{"app waiting:ContainerCreating"},
 				Conditions: condsSandboxPending,
 			},
@@ -247,7 +251,7 @@ func TestCompute(t *testing.T) {
 			st:   runtimeStatus(sbReady, running("app", false), exited("init-1", true, 0, ""), exited("init-0", true, 0, "")),
 			want: statusView{
 				Phase:      v1.PodRunning,
-				Init:       []string{"init-0 terminated:Completed:0", "init-1 terminated:Completed:0"},
+				Init:       []string{"init-0 terminated:Completed:0 ready", "init-1 terminated:Completed:0 ready"},
 				Containers: []string{"app running ready"},
 				Conditions: condsReady,
 			},
@@ -262,7 +266,7 @@ func TestCompute(t *testing.T) {
 				Containers: []string{"app waiting:PodInitializing"},
 				Conditions: map[v1.PodConditionType]string{
 					v1.PodReadyToStartContainers: "True", v1.PodInitialized: "False:ContainersNotInitialized",
-					v1.ContainersReady: "False:PodCompleted", v1.PodReady: "False:PodCompleted", v1.PodScheduled: "True",
+					v1.ContainersReady: "False:PodFailed", v1.PodReady: "False:PodFailed", v1.PodScheduled: "True",
 				},
 			},
 		},
@@ -282,13 +286,13 @@ func TestCompute(t *testing.T) {
 			name: "restartPolicy Never, exit 0",
 			pod:  podNever,
 			st:   runtimeStatus(sbReady, exited("app", false, 0, "")),
-			want: statusView{Phase: v1.PodSucceeded, Containers: []string{"app terminated:Completed:0"}, Conditions: condsCompleted},
+			want: statusView{Phase: v1.PodSucceeded, Containers: []string{"app terminated:Completed:0"}, Conditions: condsSucceeded},
 		},
 		{
 			name: "restartPolicy Never, exit 1",
 			pod:  podNever,
 			st:   runtimeStatus(sbReady, exited("app", false, 1, "")),
-			want: statusView{Phase: v1.PodFailed, Containers: []string{"app terminated:Error:1"}, Conditions: condsCompleted},
+			want: statusView{Phase: v1.PodFailed, Containers: []string{"app terminated:Error:1"}, Conditions: condsFailed},
 		},
 		{
 			name: "restartPolicy Never, sandbox gone after exit 0",
@@ -296,10 +300,10 @@ func TestCompute(t *testing.T) {
 			st:   runtimeStatus(sbDead, exited("app", false, 0, "")),
 			want: statusView{Phase: v1.PodSucceeded, Containers: []string{"app terminated:Completed:0"}, Conditions: func() map[v1.PodConditionType]string {
 				c := map[v1.PodConditionType]string{}
-				for k, v := range condsCompleted {
+				for k, v := range condsSucceeded {
 					c[k] = v
 				}
-				c[v1.PodReadyToStartContainers] = "False"
+				c[v1.PodReadyToStartContainers] = "False:PodSandboxNotReady"
 				return c
 			}()},
 		},
@@ -307,13 +311,13 @@ func TestCompute(t *testing.T) {
 			name: "runtime reason OOMKilled is kept",
 			pod:  podNever,
 			st:   runtimeStatus(sbReady, exited("app", false, 137, "OOMKilled")),
-			want: statusView{Phase: v1.PodFailed, Containers: []string{"app terminated:OOMKilled:137"}, Conditions: condsCompleted},
+			want: statusView{Phase: v1.PodFailed, Containers: []string{"app terminated:OOMKilled:137"}, Conditions: condsFailed},
 		},
 		{
 			name: "restartPolicy OnFailure, exit 0",
 			pod:  podOnFailure,
 			st:   runtimeStatus(sbReady, exited("app", false, 0, "")),
-			want: statusView{Phase: v1.PodSucceeded, Containers: []string{"app terminated:Completed:0"}, Conditions: condsCompleted},
+			want: statusView{Phase: v1.PodSucceeded, Containers: []string{"app terminated:Completed:0"}, Conditions: condsSucceeded},
 		},
 		{
 			name: "restartPolicy OnFailure, exit 1, restart due",
@@ -419,7 +423,8 @@ func TestComputePodIP(t *testing.T) {
 	}{
 		{name: "ready sandbox", pod: podAlways, sb: sbReady, wantIP: "10.88.0.5"},
 		{name: "dead sandbox has no IP", pod: podAlways, sb: sbDead},
-		{name: "host network has no pod IP", pod: func() *v1.Pod { p := podAlways.DeepCopy(); p.Spec.HostNetwork = true; return p }(), sb: sbReady},
+		// The Manager, which knows the node's IP, sets it (TestManagerPodIPs).
+		{name: "host network: none from the sandbox", pod: func() *v1.Pod { p := podAlways.DeepCopy(); p.Spec.HostNetwork = true; return p }(), sb: sbReady},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -509,7 +514,19 @@ func TestQOSClassZeroLimitIsNotALimit(t *testing.T) {
 	}
 }
 
+// A deleted pod's final status: its containers terminated, the phase by
+// their exit codes, the conditions the kubelet generates for that phase
+// (Ready and ContainersReady PodCompleted or PodFailed, no message).
 func TestTerminalStatusOfADeletedPod(t *testing.T) {
+	finished := func(toStart string, phase v1.PodPhase) map[v1.PodConditionType]string {
+		c := map[v1.PodConditionType]string{v1.PodReadyToStartContainers: toStart, v1.PodScheduled: "True"}
+		if phase == v1.PodSucceeded {
+			c[v1.PodInitialized], c[v1.ContainersReady], c[v1.PodReady] = "True:PodCompleted", "False:PodCompleted", "False:PodCompleted"
+		} else {
+			c[v1.PodInitialized], c[v1.ContainersReady], c[v1.PodReady] = "True", "False:PodFailed", "False:PodFailed"
+		}
+		return c
+	}
 	for _, tc := range []struct {
 		name      string
 		p         *v1.Pod
@@ -517,13 +534,18 @@ func TestTerminalStatusOfADeletedPod(t *testing.T) {
 		phase     v1.PodPhase
 		wantCodes []int32
 		reasons   []string
+		conds     map[v1.PodConditionType]string
 	}{
 		{"every container exited 0", podTwo, runtimeStatus(sbDead, exited("app", false, 0, ""), exited("side", false, 0, "")),
-			v1.PodSucceeded, []int32{0, 0}, []string{"Completed", "Completed"}},
+			v1.PodSucceeded, []int32{0, 0}, []string{"Completed", "Completed"}, finished("False:PodSandboxNotReady", v1.PodSucceeded)},
 		{"one exited 143", podTwo, runtimeStatus(sbDead, exited("app", false, 143, ""), exited("side", false, 0, "")),
-			v1.PodFailed, []int32{143, 0}, []string{"Error", "Completed"}},
+			v1.PodFailed, []int32{143, 0}, []string{"Error", "Completed"}, finished("False:PodSandboxNotReady", v1.PodFailed)},
 		{"a container the runtime no longer has", podTwo, runtimeStatus(sbDead, exited("app", false, 0, "")),
-			v1.PodFailed, []int32{0, 137}, []string{"Completed", "ContainerStatusUnknown"}},
+			v1.PodFailed, []int32{0, 137}, []string{"Completed", "ContainerStatusUnknown"}, finished("False:PodSandboxNotReady", v1.PodFailed)},
+		{"ready and running when deleted", podTwo, runtimeStatus(sbReady, running("app", false), running("side", false)),
+			v1.PodFailed, []int32{137, 137}, []string{"ContainerStatusUnknown", "ContainerStatusUnknown"}, finished("True", v1.PodFailed)},
+		{"not initialised when deleted", podInit, runtimeStatus(sbReady, running("init-0", true)),
+			v1.PodFailed, []int32{137}, []string{"ContainerStatusUnknown"}, finished("True", v1.PodFailed)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := terminal(Compute(tc.p, tc.st, pod.SyncResult{}, "containerd", nil))
@@ -535,9 +557,12 @@ func TestTerminalStatusOfADeletedPod(t *testing.T) {
 					t.Fatalf("container %s: %+v", cs.Name, cs)
 				}
 			}
+			if diff := cmp.Diff(tc.conds, view(s).Conditions); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
 			for _, c := range s.Conditions {
-				if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && (c.Status != v1.ConditionFalse || c.Reason != "PodCompleted") {
-					t.Fatalf("condition %+v", c)
+				if c.Type != v1.PodReadyToStartContainers && c.Message != "" {
+					t.Errorf("condition %s keeps the message %q", c.Type, c.Message)
 				}
 			}
 		})
@@ -647,6 +672,338 @@ func TestComputeProbesAndSidecars(t *testing.T) {
 				if want, ok := tt.readyByName[cs.Name]; ok && cs.Ready != want {
 					t.Errorf("%s ready %v, want %v", cs.Name, cs.Ready, want)
 				}
+			}
+		})
+	}
+}
+
+// Init container statuses as the prober manager's UpdatePodStatus sets
+// them: a plain init container is ready once it completed (exit 0) and
+// started only while running; a sidecar is started once running and past
+// its startup probe, ready once started and past its readiness probe.
+func TestComputeInitContainerStatuses(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	sidecar := func(startup, readiness bool) *v1.Pod {
+		p := podInit.DeepCopy()
+		p.Spec.InitContainers = p.Spec.InitContainers[:1]
+		p.Spec.InitContainers[0].RestartPolicy = &always
+		if startup {
+			p.Spec.InitContainers[0].StartupProbe = &v1.Probe{}
+		}
+		if readiness {
+			p.Spec.InitContainers[0].ReadinessProbe = &v1.Probe{}
+		}
+		return p
+	}
+	backingOff := waitingFor("init-0", "CrashLoopBackOff")
+
+	tests := []struct {
+		name           string
+		pod            *v1.Pod
+		st             *pod.RuntimeStatus
+		res            pod.SyncResult
+		verdicts       verdicts
+		started, ready bool
+	}{
+		{name: "plain: completed", pod: podInit, st: runtimeStatus(sbReady, exited("init-0", true, 0, "")), ready: true},
+		{name: "plain: completed in an old sandbox", pod: podInit, st: func() *pod.RuntimeStatus {
+			c := exited("init-0", true, 0, "")
+			c.SandboxID = "old"
+			return runtimeStatus(sbReady, c)
+		}(), ready: true},
+		{name: "plain: failed", pod: podInitNever, st: runtimeStatus(sbReady, exited("init-0", true, 1, ""))},
+		{name: "plain: failed, backing off", pod: podInitOnFailure, st: runtimeStatus(sbReady, exited("init-0", true, 1, "")), res: backingOff},
+		{name: "plain: running", pod: podInit, st: runtimeStatus(sbReady, running("init-0", true)), started: true},
+		{name: "plain: not created yet", pod: podInit, st: runtimeStatus(sbReady)},
+		{name: "sidecar without probes: running", pod: sidecar(false, false), st: runtimeStatus(sbReady, running("init-0", true)),
+			started: true, ready: true},
+		{name: "sidecar: startup probe not passed yet", pod: sidecar(true, true), st: runtimeStatus(sbReady, running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Readiness": pod.ProbeSuccess}},
+		{name: "sidecar: started, readiness not passed yet", pod: sidecar(true, true), st: runtimeStatus(sbReady, running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Startup": pod.ProbeSuccess}, started: true},
+		{name: "sidecar: started and ready", pod: sidecar(true, true), st: runtimeStatus(sbReady, running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Startup": pod.ProbeSuccess, "c-init-0/Readiness": pod.ProbeSuccess}, started: true, ready: true},
+		{name: "sidecar: readiness failed", pod: sidecar(false, true), st: runtimeStatus(sbReady, running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Readiness": pod.ProbeFailure}, started: true},
+		{name: "sidecar: exited 0 is neither", pod: sidecar(false, false), st: runtimeStatus(sbReady, exited("init-0", true, 0, ""))},
+		{name: "sidecar: running in an old sandbox is not ready", pod: sidecar(false, false), st: func() *pod.RuntimeStatus {
+			c := running("init-0", true)
+			c.SandboxID = "old"
+			return runtimeStatus(sbReady, c)
+		}(), started: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Compute(tt.pod, tt.st, tt.res, "containerd", tt.verdicts).InitContainerStatuses[0]
+			if got.Started == nil || *got.Started != tt.started {
+				t.Errorf("started = %v, want %v", got.Started, tt.started)
+			}
+			if got.Ready != tt.ready {
+				t.Errorf("ready = %v, want %v", got.Ready, tt.ready)
+			}
+		})
+	}
+}
+
+// condView is a condition as the kubelet generates it, without times.
+type condView struct {
+	Type       v1.PodConditionType
+	Status     v1.ConditionStatus
+	Reason     string
+	Message    string
+	Generation int64
+}
+
+func condViews(cs []v1.PodCondition) []condView {
+	var out []condView
+	for _, c := range cs {
+		out = append(out, condView{c.Type, c.Status, c.Reason, c.Message, c.ObservedGeneration})
+	}
+	return out
+}
+
+// The conditions with the kubelet's reasons and messages
+// (pkg/kubelet/status/generate.go), in the order Compute emits them.
+func TestComputeConditions(t *testing.T) {
+	const gen = 3
+	withGen := func(p *v1.Pod) *v1.Pod {
+		p = p.DeepCopy()
+		p.Generation = gen
+		return p
+	}
+	always := v1.ContainerRestartPolicyAlways
+	// init-0 a sidecar with a startup probe, init-1 plain, then app.
+	sidecarPod := withGen(podInit)
+	sidecarPod.Spec.InitContainers[0].RestartPolicy = &always
+	sidecarPod.Spec.InitContainers[0].StartupProbe = &v1.Probe{}
+	hostNet := withGen(podAlways)
+	hostNet.Spec.HostNetwork = true
+	sbNoIP := &pod.Sandbox{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	gated := func(conds ...v1.PodCondition) *v1.Pod {
+		p := withGen(podAlways)
+		p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: "example.com/dns"}}
+		p.Status.Conditions = append([]v1.PodCondition{
+			// Stale conditions of the node's own are not the pod's gates.
+			{Type: v1.PodReady, Status: v1.ConditionTrue},
+		}, conds...)
+		return p
+	}
+	lbTrue := v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionTrue}
+	lbFalse := v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionFalse}
+	dnsTrue := v1.PodCondition{Type: "example.com/dns", Status: v1.ConditionTrue}
+	dnsUnknown := v1.PodCondition{Type: "example.com/dns", Status: v1.ConditionUnknown}
+
+	toStart := condView{v1.PodReadyToStartContainers, v1.ConditionTrue, "", "", gen}
+	initialized := condView{v1.PodInitialized, v1.ConditionTrue, "", "", gen}
+	scheduled := condView{v1.PodScheduled, v1.ConditionTrue, "", "", gen}
+	ready := []condView{{v1.ContainersReady, v1.ConditionTrue, "", "", gen}, {v1.PodReady, v1.ConditionTrue, "", "", gen}}
+	notReady := func(msg string) []condView {
+		return []condView{
+			{v1.ContainersReady, v1.ConditionFalse, "ContainersNotReady", msg, gen},
+			{v1.PodReady, v1.ConditionFalse, "ContainersNotReady", msg, gen},
+		}
+	}
+	gatesNotReady := func(msg string) []condView {
+		return []condView{{v1.ContainersReady, v1.ConditionTrue, "", "", gen}, {v1.PodReady, v1.ConditionFalse, "ReadinessGatesNotReady", msg, gen}}
+	}
+	sandbox := func(msg string) condView {
+		return condView{v1.PodReadyToStartContainers, v1.ConditionFalse, "PodSandboxNotReady", msg, gen}
+	}
+	notInitialized := func(msg string) condView {
+		return condView{v1.PodInitialized, v1.ConditionFalse, "ContainersNotInitialized", msg, gen}
+	}
+	join := func(parts ...any) []condView {
+		var out []condView
+		for _, p := range parts {
+			switch v := p.(type) {
+			case condView:
+				out = append(out, v)
+			case []condView:
+				out = append(out, v...)
+			}
+		}
+		return out
+	}
+
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		st       *pod.RuntimeStatus
+		verdicts verdicts
+		want     []condView
+	}{
+		{
+			name: "no sandbox yet",
+			pod:  withGen(podAlways), st: runtimeStatus(nil),
+			want: join(sandbox("no pod sandbox exists"), initialized, notReady("containers with unready status: [app]"), scheduled),
+		},
+		{
+			name: "sandbox stopped",
+			pod:  withGen(podAlways), st: runtimeStatus(sbDead),
+			want: join(sandbox("pod sandbox is not ready"), initialized, notReady("containers with unready status: [app]"), scheduled),
+		},
+		{
+			name: "ready sandbox without an IP",
+			pod:  withGen(podAlways), st: runtimeStatus(sbNoIP, running("app", false)),
+			want: join(sandbox("pod sandbox has no IP address"), initialized, ready, scheduled),
+		},
+		{
+			name: "hostNetwork: a ready sandbox needs no IP",
+			pod:  hostNet, st: runtimeStatus(sbNoIP, running("app", false)),
+			want: join(toStart, initialized, ready, scheduled),
+		},
+		{
+			name: "two containers not ready",
+			pod:  withGen(podTwo), st: runtimeStatus(sbReady),
+			want: join(toStart, initialized, notReady("containers with unready status: [app side]"), scheduled),
+		},
+		{
+			name: "init containers incomplete",
+			pod:  withGen(podInit), st: runtimeStatus(sbReady, running("init-0", true)),
+			want: join(toStart, notInitialized("containers with incomplete status: [init-0 init-1]"),
+				notReady("containers with unready status: [app]"), scheduled),
+		},
+		{
+			name: "first init container done",
+			pod:  withGen(podInit), st: runtimeStatus(sbReady, exited("init-0", true, 0, "")),
+			want: join(toStart, notInitialized("containers with incomplete status: [init-1]"),
+				notReady("containers with unready status: [app]"), scheduled),
+		},
+		{
+			name: "sidecar running but not started: incomplete, and unready first",
+			pod:  sidecarPod, st: runtimeStatus(sbReady, running("init-0", true)),
+			want: join(toStart, notInitialized("containers with incomplete status: [init-0 init-1]"),
+				notReady("containers with unready status: [init-0 app]"), scheduled),
+		},
+		{
+			name: "sidecar started, plain init done, app running: ready",
+			pod:  sidecarPod, st: runtimeStatus(sbReady, running("app", false), exited("init-1", true, 0, ""), running("init-0", true)),
+			verdicts: verdicts{"c-init-0/Startup": pod.ProbeSuccess},
+			want:     join(toStart, initialized, ready, scheduled),
+		},
+		{
+			name: "sidecar restarting after the app started: still initialised",
+			pod:  sidecarPod, st: runtimeStatus(sbReady, running("app", false), exited("init-1", true, 0, ""), exited("init-0", true, 1, "")),
+			want: join(toStart, initialized, notReady("containers with unready status: [init-0]"), scheduled),
+		},
+		{
+			name: "Succeeded",
+			pod:  withGen(podNever), st: runtimeStatus(sbReady, exited("app", false, 0, "")),
+			want: join(toStart, condView{v1.PodInitialized, v1.ConditionTrue, "PodCompleted", "", gen},
+				condView{v1.ContainersReady, v1.ConditionFalse, "PodCompleted", "", gen},
+				condView{v1.PodReady, v1.ConditionFalse, "PodCompleted", "", gen}, scheduled),
+		},
+		{
+			name: "Failed",
+			pod:  withGen(podNever), st: runtimeStatus(sbReady, exited("app", false, 1, "")),
+			want: join(toStart, initialized,
+				condView{v1.ContainersReady, v1.ConditionFalse, "PodFailed", "", gen},
+				condView{v1.PodReady, v1.ConditionFalse, "PodFailed", "", gen}, scheduled),
+		},
+		{
+			name: "Failed in an init container: not initialised",
+			pod:  withGen(podInitNever), st: runtimeStatus(sbReady, exited("init-0", true, 1, "")),
+			want: join(toStart, notInitialized("containers with incomplete status: [init-0 init-1]"),
+				condView{v1.ContainersReady, v1.ConditionFalse, "PodFailed", "", gen},
+				condView{v1.PodReady, v1.ConditionFalse, "PodFailed", "", gen}, scheduled),
+		},
+		{
+			name: "readiness gates: conditions missing",
+			pod:  gated(), st: runtimeStatus(sbReady, running("app", false)),
+			want: join(toStart, initialized, gatesNotReady(`corresponding condition of pod readiness gate "example.com/lb" does not exist., `+
+				`corresponding condition of pod readiness gate "example.com/dns" does not exist.`), scheduled),
+		},
+		{
+			name: "readiness gates: one False, one missing",
+			pod:  gated(lbFalse), st: runtimeStatus(sbReady, running("app", false)),
+			want: join(toStart, initialized, gatesNotReady(`the status of pod readiness gate "example.com/lb" is not "True", but False, `+
+				`corresponding condition of pod readiness gate "example.com/dns" does not exist.`), scheduled),
+		},
+		{
+			name: "readiness gates: one Unknown",
+			pod:  gated(lbTrue, dnsUnknown), st: runtimeStatus(sbReady, running("app", false)),
+			want: join(toStart, initialized, gatesNotReady(`the status of pod readiness gate "example.com/dns" is not "True", but Unknown`), scheduled),
+		},
+		{
+			name: "readiness gates: all True",
+			pod:  gated(dnsTrue, lbTrue), st: runtimeStatus(sbReady, running("app", false)),
+			want: join(toStart, initialized, ready, scheduled),
+		},
+		{
+			name: "readiness gates: containers not ready say so first",
+			pod:  gated(), st: runtimeStatus(sbReady),
+			want: join(toStart, initialized, notReady("containers with unready status: [app]"), scheduled),
+		},
+		{
+			name: "no generation (a static pod)",
+			pod:  podAlways, st: runtimeStatus(sbReady, running("app", false)),
+			want: []condView{
+				{v1.PodReadyToStartContainers, v1.ConditionTrue, "", "", 0}, {v1.PodInitialized, v1.ConditionTrue, "", "", 0},
+				{v1.ContainersReady, v1.ConditionTrue, "", "", 0}, {v1.PodReady, v1.ConditionTrue, "", "", 0},
+				{v1.PodScheduled, v1.ConditionTrue, "", "", 0},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Compute(tt.pod, tt.st, pod.SyncResult{}, "containerd", tt.verdicts)
+			// The gates' conditions are read, never emitted.
+			if diff := cmp.Diff(tt.want, condViews(got.Conditions)); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Containers without a status at all (the kubelet's "unknown") come first
+// in the messages; without any status the reason is
+// UnknownContainerStatuses.
+func TestConditionsOfUnknownStatuses(t *testing.T) {
+	always := v1.ContainerRestartPolicyAlways
+	p := podInit.DeepCopy()
+	p.Spec.InitContainers[0].RestartPolicy = &always // init-0 a sidecar
+	p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "side"})
+	f := false
+	known := []v1.ContainerStatus{{Name: "init-1"}, {Name: "side", Started: &f}}
+
+	tests := []struct {
+		name     string
+		statuses []v1.ContainerStatus
+		phase    v1.PodPhase
+		init     condView
+		ready    condView
+	}{
+		{
+			name: "no statuses", phase: v1.PodPending,
+			init:  condView{Type: v1.PodInitialized, Status: v1.ConditionFalse, Reason: "UnknownContainerStatuses"},
+			ready: condView{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "UnknownContainerStatuses"},
+		},
+		{
+			name: "some unknown", statuses: known, phase: v1.PodPending,
+			init: condView{Type: v1.PodInitialized, Status: v1.ConditionFalse, Reason: "ContainersNotInitialized",
+				Message: "containers with unknown status: [init-0], containers with incomplete status: [init-1]"},
+			ready: condView{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady",
+				Message: "containers with unknown status: [init-0 app], containers with unready status: [side]"},
+		},
+		{
+			name: "Succeeded with some unknown is not PodCompleted", statuses: known, phase: v1.PodSucceeded,
+			init: condView{Type: v1.PodInitialized, Status: v1.ConditionFalse, Reason: "ContainersNotInitialized",
+				Message: "containers with unknown status: [init-0], containers with incomplete status: [init-1]"},
+			ready: condView{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady",
+				Message: "containers with unknown status: [init-0 app], containers with unready status: [side]"},
+		},
+		{
+			name: "Failed with some unknown is PodFailed", statuses: known, phase: v1.PodFailed,
+			init: condView{Type: v1.PodInitialized, Status: v1.ConditionFalse, Reason: "ContainersNotInitialized",
+				Message: "containers with unknown status: [init-0], containers with incomplete status: [init-1]"},
+			ready: condView{Type: v1.ContainersReady, Status: v1.ConditionFalse, Reason: "PodFailed"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := condViews([]v1.PodCondition{initializedCondition(p, tt.statuses, tt.phase), containersReadyCondition(p, tt.statuses, tt.phase)})
+			if diff := cmp.Diff([]condView{tt.init, tt.ready}, got); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
 			}
 		})
 	}

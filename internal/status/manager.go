@@ -248,7 +248,7 @@ func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
 	for i := range out.Conditions {
 		c := &out.Conditions[i]
 		if c.Type == v1.PodReady || c.Type == v1.ContainersReady {
-			c.Status, c.Reason, c.LastTransitionTime = v1.ConditionUnknown, "RuntimeUnreachable", since
+			c.Status, c.Reason, c.Message, c.LastTransitionTime = v1.ConditionUnknown, "RuntimeUnreachable", "", since
 		}
 	}
 	for i := range out.ContainerStatuses {
@@ -257,12 +257,15 @@ func unknown(s v1.PodStatus, since metav1.Time, err error) v1.PodStatus {
 	return out
 }
 
-// Synced computes and publishes the status after a sync.
-func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) {
+// Synced computes and publishes the status after a sync; it returns the
+// phase published ("" when none was: an evicted pod's stands).
+func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) v1.PodPhase {
 	if m.isRefused(p) {
-		return // evicted while this sync ran: Failed/Evicted stands
+		return "" // evicted while this sync ran: Failed/Evicted stands
 	}
-	m.publish(p, Compute(p, st, res, m.runtimeName, m.probes))
+	s := Compute(p, st, res, m.runtimeName, m.probes)
+	m.publish(p, s)
+	return s.Phase
 }
 
 // isRefused reports a pod refused or evicted: a sync that ends after that
@@ -279,8 +282,16 @@ func (m *Manager) isRefused(p *v1.Pod) bool {
 // ContainerStatusUnknown, exit code 137), phase Succeeded when every
 // container exited 0, else Failed.
 func (m *Manager) Terminated(p *v1.Pod, st *pod.RuntimeStatus) {
-	s := Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes)
-	m.publish(p, terminal(s))
+	s := terminal(Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes))
+	m.mu.Lock()
+	prev, had := m.last[p.UID]
+	m.mu.Unlock()
+	if had && isTerminalPhase(prev.Phase) {
+		// A finished pod ends as it finished (DeadlineExceeded stays).
+		s.Phase, s.Reason, s.Message = prev.Phase, prev.Reason, prev.Message
+		finishedConditions(&s)
+	}
+	m.publish(p, s)
 }
 
 func terminal(s v1.PodStatus) v1.PodStatus {
@@ -308,11 +319,7 @@ func terminal(s v1.PodStatus) v1.PodStatus {
 	if allZero {
 		s.Phase = v1.PodSucceeded
 	}
-	for i := range s.Conditions {
-		if c := &s.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
-			c.Status, c.Reason = v1.ConditionFalse, "PodCompleted"
-		}
-	}
+	finishedConditions(&s)
 	return s
 }
 
@@ -359,7 +366,7 @@ func (m *Manager) Evicted(p *v1.Pod, message string) {
 	s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", message
 	for i := range s.Conditions {
 		if c := &s.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
-			c.Status, c.Reason = v1.ConditionFalse, "PodFailed"
+			c.Status, c.Reason, c.Message = v1.ConditionFalse, reasonPodFailed, ""
 		}
 	}
 	for i := range s.ContainerStatuses {
@@ -432,9 +439,20 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	s.HostIP = m.hostIP
 	if m.hostIP != "" {
 		s.HostIPs = []v1.HostIP{{IP: m.hostIP}}
+		// A hostNetwork pod's IP is the node's (generateAPIPodStatus).
+		if p.Spec.HostNetwork && s.PodIP == "" {
+			s.PodIP, s.PodIPs = m.hostIP, []v1.PodIP{{IP: m.hostIP}}
+		}
 	}
 	m.mu.Lock()
 	prev, had := m.last[p.UID]
+	// A pod without a ready sandbox keeps the IPs it had: a finished pod's
+	// IP stays readable once its sandbox is stopped (the kubelet's PLEG,
+	// getPodIPs). While the runtime is unreachable, write still shows
+	// none (unknown).
+	if had && len(s.PodIPs) == 0 && len(prev.PodIPs) > 0 && !hasReadySandbox(s) {
+		s.PodIP, s.PodIPs = prev.PodIP, append([]v1.PodIP(nil), prev.PodIPs...)
+	}
 	switch {
 	case had && prev.StartTime != nil:
 		s.StartTime = prev.StartTime

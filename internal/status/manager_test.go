@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -391,5 +392,79 @@ func TestManagerEvicted(t *testing.T) {
 	evs, err := ReadEvents(dir, mgrPodA)
 	if err != nil || len(evs) != 1 || evs[0].Reason != "Evicted" {
 		t.Fatalf("events %+v %v", evs, err)
+	}
+}
+
+// Pod IPs as the kubelet reports them: a hostNetwork pod's are the node's;
+// a pod whose sandboxes are all stopped (or gone) keeps the IPs it had
+// (the PLEG's getPodIPs), until a ready sandbox shows others; while the
+// runtime is unreachable the file shows none.
+func TestManagerPodIPs(t *testing.T) {
+	hostNet := mgrPodA.DeepCopy()
+	hostNet.Spec.HostNetwork = true
+	never := mgrPodA.DeepCopy()
+	never.Spec.RestartPolicy = v1.RestartPolicyNever
+	sb2 := &pod.Sandbox{ID: "sb2", State: runtimeapi.PodSandboxState_SANDBOX_READY, IP: "10.88.0.9", IPs: []string{"10.88.0.9"}}
+	sbNoIP := &pod.Sandbox{ID: "sb1", State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	sandboxIPs := []v1.PodIP{{IP: "10.88.0.5"}, {IP: "fd00::5"}}
+	run := func(p *v1.Pod, sb *pod.Sandbox) func(m *Manager) {
+		return func(m *Manager) { m.Synced(p, runtimeStatus(sb, running("app", false)), pod.SyncResult{}) }
+	}
+	exit := func(p *v1.Pod, sb *pod.Sandbox) func(m *Manager) {
+		return func(m *Manager) { m.Synced(p, runtimeStatus(sb, exited("app", false, 0, "")), pod.SyncResult{}) }
+	}
+
+	tests := []struct {
+		name    string
+		pod     *v1.Pod
+		steps   []func(m *Manager)
+		wantIPs []v1.PodIP
+	}{
+		{name: "hostNetwork: the node's IP on admission", pod: hostNet,
+			steps: []func(m *Manager){func(m *Manager) { m.Admitted(hostNet, nil) }}, wantIPs: []v1.PodIP{{IP: "192.168.1.10"}}},
+		{name: "hostNetwork: the node's IP while running", pod: hostNet,
+			steps: []func(m *Manager){run(hostNet, sbReady)}, wantIPs: []v1.PodIP{{IP: "192.168.1.10"}}},
+		{name: "hostNetwork: the node's IP when refused", pod: hostNet,
+			steps: []func(m *Manager){func(m *Manager) { m.Refused(hostNet, "OutOfcpu", "no cpu") }}, wantIPs: []v1.PodIP{{IP: "192.168.1.10"}}},
+		{name: "the sandbox's IPs while it is ready", pod: mgrPodA,
+			steps: []func(m *Manager){run(mgrPodA, sbReady)}, wantIPs: sandboxIPs},
+		{name: "a stopped sandbox: the IPs it had", pod: never,
+			steps: []func(m *Manager){run(never, sbReady), exit(never, sbDead)}, wantIPs: sandboxIPs},
+		{name: "sandbox removed: the IPs it had", pod: never,
+			steps: []func(m *Manager){run(never, sbReady), exit(never, nil)}, wantIPs: sandboxIPs},
+		{name: "deleted pod's final status: the IPs it had", pod: mgrPodA,
+			steps: []func(m *Manager){run(mgrPodA, sbReady), func(m *Manager) { m.Terminated(mgrPodA, runtimeStatus(sbDead)) }}, wantIPs: sandboxIPs},
+		{name: "a new sandbox's IPs replace them", pod: mgrPodA,
+			steps: []func(m *Manager){run(mgrPodA, sbReady), exit(mgrPodA, sbDead), run(mgrPodA, sb2)}, wantIPs: []v1.PodIP{{IP: "10.88.0.9"}}},
+		{name: "a ready sandbox without an IP: none", pod: mgrPodA,
+			steps: []func(m *Manager){run(mgrPodA, sbReady), run(mgrPodA, sbNoIP)}},
+		{name: "never had one: none", pod: never,
+			steps: []func(m *Manager){exit(never, sbDead)}},
+		{name: "published again after removal: none kept", pod: never,
+			steps: []func(m *Manager){run(never, sbReady), func(m *Manager) { m.Removed(never) }, exit(never, sbDead)}},
+		{name: "runtime unreachable: none shown", pod: never,
+			steps: []func(m *Manager){run(never, sbReady), exit(never, sbDead), func(m *Manager) { m.RuntimeHealth(errors.New("down")) }}},
+		{name: "runtime back and synced: the IPs it had", pod: never,
+			steps: []func(m *Manager){run(never, sbReady), func(m *Manager) { m.RuntimeHealth(errors.New("down")) },
+				func(m *Manager) { m.RuntimeHealth(nil) }, exit(never, sbDead)}, wantIPs: sandboxIPs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, dir, _ := newManager(t)
+			for _, step := range tt.steps {
+				step(m)
+			}
+			got := listOne(t, dir).Status
+			if diff := cmp.Diff(tt.wantIPs, got.PodIPs); diff != "" {
+				t.Errorf("podIPs (-want +got):\n%s", diff)
+			}
+			wantIP := ""
+			if len(tt.wantIPs) > 0 {
+				wantIP = tt.wantIPs[0].IP
+			}
+			if got.PodIP != wantIP {
+				t.Errorf("podIP = %q, want %q", got.PodIP, wantIP)
+			}
+		})
 	}
 }
