@@ -88,9 +88,11 @@ type SourceConfig struct {
 }
 
 // Source hands the pods bound to this node to the agent: every pod but
-// mirror pods (those are the static pods' copies) and pods the API already
-// shows finished (Succeeded or Failed: the kubelet does not run them
-// again; their runtime leftovers are cleaned up).
+// mirror pods (those are the static pods' copies). A pod the API shows
+// finished (Succeeded or Failed) is handed over too, marked so (see
+// markAPI): the agent never runs it again but keeps its stopped
+// containers, and so their logs, until the pod is deleted — as the
+// kubelet does.
 type Source struct {
 	cfg  SourceConfig
 	log  *zap.Logger
@@ -162,7 +164,7 @@ func (s *Source) current() []*v1.Pod {
 	all, _ := s.cfg.Pods.Lister.List(labels.Everything())
 	out := make([]*v1.Pod, 0, len(all))
 	for _, p := range all {
-		if IsMirror(p) || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		if IsMirror(p) {
 			continue
 		}
 		out = append(out, markAPI(p))
@@ -173,11 +175,23 @@ func (s *Source) current() []*v1.Pod {
 
 // markAPI returns a copy of the informer's pod (never modified in place)
 // with the config.source annotation and without what only the API
-// changes (status, resourceVersion, managed fields): the agent's own
-// status writes do not make the pod "updated" and synced again.
+// changes (resourceVersion, managed fields, the status but for two
+// parts): the agent's own status writes do not make the pod "updated"
+// and synced again. Of the status it keeps what others decide and the
+// agent acts on: a terminal phase with its reason and message (the pod
+// is over: never run again), and the conditions of the pod's readiness
+// gates (the pod is Ready only when they are True).
 func markAPI(p *v1.Pod) *v1.Pod {
 	c := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
 	c.ResourceVersion, c.ManagedFields = "", nil
+	if isTerminal(p.Status.Phase) {
+		c.Status.Phase, c.Status.Reason, c.Status.Message = p.Status.Phase, p.Status.Reason, p.Status.Message
+	}
+	for _, g := range p.Spec.ReadinessGates {
+		if cond := findCondition(p.Status.Conditions, g.ConditionType); cond != nil {
+			c.Status.Conditions = append(c.Status.Conditions, *cond)
+		}
+	}
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
 	}

@@ -99,18 +99,35 @@ func (r *sourceRig) waitTimers(t *testing.T) {
 	}
 }
 
-func TestSourceHandsOverAPIPodsButNotMirrorsOrFinishedOnes(t *testing.T) {
+func TestSourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
 	r := newSourceRig(t)
 	mirror := apiPod("m", "static-n1", v1.PodRunning)
 	mirror.Annotations = map[string]string{podsource.ConfigMirrorAnnotation: "h"}
-	for _, p := range []*v1.Pod{apiPod("u1", "a", v1.PodRunning), apiPod("u2", "b", v1.PodSucceeded), mirror} {
+	running := apiPod("u1", "a", v1.PodRunning)
+	running.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionFalse}
+	running.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}, gate}
+	running.Status.PodIP = "10.0.0.5"
+	failed := apiPod("u2", "b", v1.PodFailed)
+	failed.Status.Reason, failed.Status.Message = "DeadlineExceeded", "too long"
+	failed.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c"}}
+	for _, p := range []*v1.Pod{running, failed, mirror} {
 		r.np.Informer.GetStore().Add(p)
 	}
 	r.synced.Store(true)
 	r.run(t)
 	pods := r.next(t)
-	if len(pods) != 1 || pods[0].UID != "u1" || !IsAPIPod(pods[0]) {
-		t.Fatalf("handed over %v, want only u1 marked as an API pod", pods)
+	if len(pods) != 2 || pods[0].UID != "u1" || pods[1].UID != "u2" || !IsAPIPod(pods[0]) || !IsAPIPod(pods[1]) {
+		t.Fatalf("handed over %v, want u1 and u2 marked as API pods", pods)
+	}
+	// Of the status, only the readiness gates' conditions of a running
+	// pod, and how a finished pod ended.
+	if got := pods[0].Status; got.Phase != "" || got.PodIP != "" || len(got.Conditions) != 1 || got.Conditions[0] != gate {
+		t.Fatalf("running pod handed over with status %+v, want only its gate condition", got)
+	}
+	if got := pods[1].Status; got.Phase != v1.PodFailed || got.Reason != "DeadlineExceeded" || got.Message != "too long" ||
+		len(got.ContainerStatuses) != 0 {
+		t.Fatalf("finished pod handed over with status %+v, want its phase, reason and message only", got)
 	}
 	// The informer's object is never modified.
 	if p, _ := r.np.Get("default", "a"); p.Annotations[podsource.ConfigSourceAnnotation] != "" {
@@ -118,7 +135,7 @@ func TestSourceHandsOverAPIPodsButNotMirrorsOrFinishedOnes(t *testing.T) {
 	}
 	// What was handed over is checkpointed, specs only.
 	ck, err := readCheckpoint(r.ckpt)
-	if err != nil || len(ck) != 1 || ck[0].UID != "u1" || ck[0].Status.Phase != "" {
+	if err != nil || len(ck) != 2 || ck[0].UID != "u1" || ck[0].Status.Phase != "" || ck[1].Status.Phase != v1.PodFailed {
 		t.Fatalf("checkpoint %v, %v", ck, err)
 	}
 	if st, _ := os.Stat(r.ckpt); st.Mode().Perm() != 0o600 {

@@ -292,6 +292,18 @@ func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.Pod
 		return nil // a finished pod stays finished
 	}
 	s = merged(old, s, target.Generation)
+	if isTerminal(old.Phase) {
+		// A finished pod stays as it finished: how it ended and its
+		// containers' last states are final (an agent that restarted
+		// after the runtime lost them must not overwrite them); only the
+		// node's conditions follow (the sandbox stopped).
+		s.Phase, s.Reason, s.Message = old.Phase, old.Reason, old.Message
+		s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses =
+			old.InitContainerStatuses, old.ContainerStatuses, old.EphemeralContainerStatuses
+		if len(old.PodIPs) > 0 {
+			s.PodIP, s.PodIPs = old.PodIP, old.PodIPs
+		}
+	}
 	oldJSON, err := json.Marshal(v1.Pod{Status: old})
 	if err != nil {
 		return err

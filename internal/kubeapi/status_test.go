@@ -149,6 +149,31 @@ func TestFinishedPodIsNeverWrittenBackToRunning(t *testing.T) {
 	}
 }
 
+// A pod the API shows finished keeps how it ended and its containers'
+// last states (an agent restarted after the runtime lost them reports
+// them unknown); only the node's conditions follow.
+func TestFinishedPodKeepsItsEndAndOnlyItsConditionsFollow(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodFailed)
+	stored.Status.Reason = "DeadlineExceeded"
+	stored.Status.PodIP, stored.Status.PodIPs = "10.0.0.5", []v1.PodIP{{IP: "10.0.0.5"}}
+	exited := v1.ContainerStatus{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}
+	stored.Status.ContainerStatuses = []v1.ContainerStatus{exited}
+	stored.Status.Conditions = []v1.PodCondition{{Type: v1.PodReadyToStartContainers, Status: v1.ConditionTrue}}
+	r := newStatusRig(t, stored)
+	lost := v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}},
+		ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown"}}}}}
+	r.w.PodStatus(markAPI(stored), lost)
+	r.sync(t, "u1")
+	got := r.refresh(t, "default", "a")
+	if got.Status.Reason != "DeadlineExceeded" || got.Status.PodIP != "10.0.0.5" || len(got.Status.ContainerStatuses) != 1 ||
+		got.Status.ContainerStatuses[0].State.Terminated.ExitCode != 3 {
+		t.Fatalf("API status = %+v, want the pod's end as it was", got.Status)
+	}
+	if c := findCondition(got.Status.Conditions, v1.PodReadyToStartContainers); c == nil || c.Status != v1.ConditionFalse {
+		t.Fatalf("conditions = %+v, want PodReadyToStartContainers False", got.Status.Conditions)
+	}
+}
+
 func TestStatusOfAReplacedPodIsNotWritten(t *testing.T) {
 	// The API holds a newer pod of the same name (another UID).
 	r := newStatusRig(t, apiPod("u2", "a", v1.PodPending))

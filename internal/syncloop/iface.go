@@ -38,8 +38,16 @@ type PLEG interface {
 // and the loop concurrently.
 type StatusSink interface {
 	// Synced reports a sync: spec, the runtime status it started from,
-	// and what it achieved.
-	Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult)
+	// and what it achieved. It returns the phase it published: a terminal
+	// one (Succeeded, Failed) ends the pod's life on the node (finished).
+	Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) v1.PodPhase
+	// Finished publishes the status of a pod that is over: terminal,
+	// its containers and sandboxes stopped but kept (logs, exit codes).
+	// reason and message, when set, are why the agent ended it
+	// (DeadlineExceeded); else what the pod's source already shows
+	// terminal (an API pod's phase, reason, message) or what its
+	// containers show stands.
+	Finished(p *v1.Pod, st *pod.RuntimeStatus, reason, message string)
 	// Admitted reports a pod the moment it is admitted, before any runtime
 	// work; st is the runtime's list-level view of it (nil when new).
 	Admitted(p *v1.Pod, st *pod.RuntimeStatus)

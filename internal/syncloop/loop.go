@@ -272,10 +272,17 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			l.HandlePodUpdates([]*v1.Pod{p})
 			continue
 		}
-		others := make([]*v1.Pod, 0, len(l.pods))
-		for _, o := range l.pods {
-			others = append(others, o)
+		if isTerminal(p.Status.Phase) {
+			// Over already (an API pod that ended before the agent's
+			// restart): not admitted, never run again; what is left of it
+			// is stopped and kept until the pod is deleted.
+			l.log.Info("pod already finished; keeping what is left of it", zap.String("pod", pod.FullName(p)),
+				zap.String("uid", string(p.UID)), zap.String("phase", string(p.Status.Phase)))
+			l.pods[p.UID] = p
+			l.dispatch(p.UID, p)
+			continue
 		}
+		others := l.activeOthers()
 		if r := l.cfg.Admit.Admit(&admit.Attributes{Pod: p, OtherPods: others}); !r.Admit {
 			l.log.Warn("pod refused by admission", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 				zap.String("reason", r.Reason), zap.String("message", r.Message))
@@ -340,6 +347,21 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 		l.pods[p.UID] = p
 		l.dispatch(p.UID, p)
 	}
+}
+
+// activeOthers are the admitted pods that are not finished: what a new
+// pod is admitted beside (the kubelet's filterOutInactivePods).
+func (l *Loop) activeOthers() []*v1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(l.pods))
+	for uid, o := range l.pods {
+		if w, ok := l.workers[uid]; ok && w.isFinished() {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // HandlePodRemoves terminates removed pods with their own grace period.
@@ -555,6 +577,9 @@ func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 	defer l.mu.Unlock()
 	if w, ok := l.workers[uid]; ok {
 		l.untrackTerminationLocked(w.name, uid) // re-added before its kill ended
+		if isTerminal(p.Status.Phase) {
+			w.finish("", "") // its source shows it over
+		}
 		w.update(p)
 		return
 	}
@@ -616,6 +641,9 @@ func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string, grace int64) {
 
 func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
 	w := newWorker(l, uid, p, name)
+	if p != nil && isTerminal(p.Status.Phase) {
+		w.fin = &finishing{} // its source shows it over: never run
+	}
 	// A pod killed before (and now back) must not act on a view older
 	// than that kill.
 	w.lastSync = l.finished[uid]
@@ -699,15 +727,15 @@ func (l *Loop) handleEviction(e eviction) {
 	l.terminate(p.UID, p, pod.FullName(p), e.grace)
 }
 
-// ActivePods are the admitted pods not being terminated, for the
-// eviction manager. Safe from any goroutine.
+// ActivePods are the admitted pods neither finished nor being
+// terminated, for the eviction manager. Safe from any goroutine.
 func (l *Loop) ActivePods() []*v1.Pod {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]*v1.Pod, 0, len(l.workers))
 	for _, w := range l.workers {
 		w.mu.Lock()
-		if w.pod != nil && !w.terminate {
+		if w.pod != nil && !w.terminate && w.fin == nil {
 			out = append(out, w.pod)
 		}
 		w.mu.Unlock()

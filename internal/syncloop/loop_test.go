@@ -114,9 +114,33 @@ type fakeStatus struct {
 	removedPods []*v1.Pod // the pods Removed was given, in order
 	terminated  []pod.UID // the pods Terminated was given, in order
 	blocked     chan string
+	phases      map[pod.UID]v1.PodPhase // what Synced reports
+	finished    chan finishedReport
 }
 
-func (f *fakeStatus) Synced(*v1.Pod, *pod.RuntimeStatus, pod.SyncResult) {}
+func (f *fakeStatus) Synced(p *v1.Pod, _ *pod.RuntimeStatus, _ pod.SyncResult) v1.PodPhase {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.phases[p.UID]
+}
+func (f *fakeStatus) Finished(p *v1.Pod, st *pod.RuntimeStatus, reason, _ string) {
+	f.finished <- finishedReport{p.UID, reason, st.Running()}
+}
+
+// setPhase makes Synced report phase for uid from now on.
+func (f *fakeStatus) setPhase(uid pod.UID, phase v1.PodPhase) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.phases[uid] = phase
+}
+
+// finishedReport is one Finished call.
+type finishedReport struct {
+	uid     pod.UID
+	reason  string
+	running bool // the view it was given still ran something
+}
+
 func (f *fakeStatus) Terminated(p *v1.Pod, _ *pod.RuntimeStatus) {
 	f.mu.Lock()
 	f.terminated = append(f.terminated, p.UID)
@@ -186,7 +210,7 @@ func newRig(t *testing.T, chain admit.Chain) *rig {
 		pleg: plegtest.New(),
 		status: &fakeStatus{refused: map[pod.UID]string{}, removed: make(chan pod.UID, 100),
 			admitted: make(chan pod.UID, 100), terminating: make(chan pod.UID, 100), health: make(chan error, 100),
-			blocked: make(chan string, 100)},
+			blocked: make(chan string, 100), phases: map[pod.UID]v1.PodPhase{}, finished: make(chan finishedReport, 100)},
 		clock:   clk,
 		updates: make(chan pod.Update, 10),
 		syncC:   make(chan time.Time, 1),

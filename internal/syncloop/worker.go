@@ -15,8 +15,14 @@ import (
 // worker serialises all runtime work of one pod.
 //
 //	syncing ──remove──> terminating ──KillPod ok──> terminated (worker exits)
-//	   ^                    │
-//	   └──── re-add ────────┘   (before the kill finished)
+//	   ^  │                 │  ^
+//	   └──┼── re-add ───────┘  │ (re-add before the kill finished)
+//	      │                    │
+//	      └─terminal phase / activeDeadlineSeconds──> finished ──remove──┘
+//
+// finished: the pod is over and never runs again; its containers and
+// sandboxes are stopped, not removed (logs, exit codes), until its source
+// drops it.
 type worker struct {
 	uid  pod.UID
 	name string // namespace/name, for pods of the same name (edits)
@@ -51,11 +57,18 @@ type worker struct {
 	// sync for OnPodSync.
 	updated bool
 	synced  bool
+	// fin is set once the pod is over (finished); guarded by mu.
+	fin *finishing
+	// created is when the worker started: the pod's start on the node
+	// for activeDeadlineSeconds, unless a sandbox of it is older.
+	created time.Time
+	// finLogged: the pod's end was logged. Worker goroutine only.
+	finLogged bool
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
 	log := l.log.With(zap.String("uid", string(uid)), zap.String("pod", name))
-	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1}
+	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1, created: l.clock.Now()}
 }
 
 // poke asks for one more sync; pokes coalesce.
@@ -136,7 +149,7 @@ func (w *worker) step(ctx context.Context) bool {
 	// Read the wanted state after the wait: a removal may have come.
 	syncCtx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	p, terminate, grace, stopped, updated := w.pod, w.terminate, w.grace, w.stopped, w.updated
+	p, terminate, grace, stopped, updated, fin := w.pod, w.terminate, w.grace, w.stopped, w.updated, w.fin
 	if terminate || p == nil {
 		w.cancelKill = cancel
 	} else {
@@ -190,6 +203,16 @@ func (w *worker) step(ctx context.Context) bool {
 		}
 		return l.workerDone(w)
 	}
+	if fin != nil {
+		return w.finished(syncCtx, p, st, *fin)
+	}
+	deadline, exceeded := w.activeDeadline(p, st)
+	if exceeded {
+		w.log.Info("pod was active longer than its activeDeadlineSeconds; ending it",
+			zap.Int64("activeDeadlineSeconds", *p.Spec.ActiveDeadlineSeconds))
+		w.finish(reasonDeadlineExceeded, messageDeadlineExceeded)
+		return false
+	}
 	if r := l.cfg.Run.Admit(&admit.Attributes{Pod: p}); !r.Admit {
 		return w.blocked(syncCtx, p, st, r)
 	}
@@ -201,12 +224,15 @@ func (w *worker) step(ctx context.Context) bool {
 	if l.cfg.Prober != nil {
 		l.cfg.Prober.Sync(p, st)
 	}
-	if l.status != nil {
-		l.status.Synced(p, st, res)
+	if l.status != nil && isTerminal(l.status.Synced(p, st, res)) {
+		w.finish("", "")
 	}
 	next := l.cfg.ResyncPeriod
 	if res.RetryAfter > 0 && res.RetryAfter < next {
 		next = res.RetryAfter
+	}
+	if deadline > 0 && deadline < next {
+		next = deadline
 	}
 	l.queue.Replace(w.uid, next)
 	if l.cfg.OnPodSync != nil {
