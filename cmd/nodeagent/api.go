@@ -22,6 +22,7 @@ type apiMode struct {
 	client  *kubeapi.Client
 	pods    *kubeapi.NodePods
 	objs    *kubeapi.Objects
+	classes *kubeapi.RuntimeClasses
 	status  *kubeapi.StatusWriter
 	nodeUID func() types.UID
 }
@@ -41,6 +42,15 @@ func (a *apiMode) objects() cri.Objects {
 	return a.objs
 }
 
+// runtimeClasses gives pods' runtime handlers (nil without an API
+// server: cri then refuses pods naming a RuntimeClass).
+func (a *apiMode) runtimeClasses() cri.RuntimeClasses {
+	if a == nil {
+		return nil
+	}
+	return a.classes
+}
+
 // connectAPI connects to the API server (bootstrapping the node's client
 // certificate when needed) and builds the API-mode parts.
 func connectAPI(ctx context.Context, o *options, nodeName string, staticSources []string, log *zap.Logger) (*apiMode, error) {
@@ -55,7 +65,8 @@ func connectAPI(ctx context.Context, o *options, nodeName string, staticSources 
 	if err != nil {
 		return nil, err
 	}
-	a := &apiMode{client: c, pods: kubeapi.NewNodePods(c.Clientset, nodeName), objs: kubeapi.NewObjects(c.Clientset, clock.RealClock{}, filepath.Join(o.rootDir, "checkpoints", "services.json"), log)}
+	a := &apiMode{client: c, pods: kubeapi.NewNodePods(c.Clientset, nodeName), objs: kubeapi.NewObjects(c.Clientset, clock.RealClock{}, filepath.Join(o.rootDir, "checkpoints", "services.json"), log),
+		classes: kubeapi.NewRuntimeClasses(c.Clientset)}
 	a.nodeUID = func() types.UID { return "" }
 	a.status, err = kubeapi.NewStatusWriter(kubeapi.StatusConfig{
 		Client: c.Clientset, Pods: a.pods, NodeName: nodeName,

@@ -241,6 +241,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	capacity := node.Capacity(o.rootDir, o.maxPods)
+	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk, Probes: probes,
 		Phases:  append([]cri.Phase{cpusetPhase{cpuMgr}}, cgroupPhases...),
@@ -248,12 +250,14 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
 		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
-		NodeName:  nodeName, NodeIP: nodeIP,
+		NodeName:  nodeName, NodeIP: nodeIP, NodeAllocatable: allocatable,
 		Recorder:      statuses,
 		NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) },
 		Objects:       api.objects(),
-		SpecConfig:    cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
-		Images:        puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
+		// A pod's runtimeClassName → the handler its sandbox runs with.
+		RuntimeClasses: api.runtimeClasses(),
+		SpecConfig:     cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
+		Images:         puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
 		Volumes: vols,
 	})
 	if err != nil {
@@ -311,8 +315,6 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	for k, v := range o.nodeLabels.m {
 		labels[k] = v
 	}
-	capacity := node.Capacity(o.rootDir, o.maxPods)
-	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
 	var evict *eviction.Manager // set once the loop exists; read by admission later
 	loop, err = syncloop.New(syncloop.Config{
 		Updates:      mux.Updates(),
@@ -447,6 +449,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		api.pods.Start(gctx)
 		api.objs.Start(gctx)
+		api.classes.Start(gctx)
 		g.Go(func() error { return nodeMgr.Run(gctx) })
 		serve, err := nodeServer(o, api, conn, nodeName, nodeIP, readers.Pods, readers, log)
 		if err != nil {

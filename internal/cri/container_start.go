@@ -38,8 +38,11 @@ func (e *startError) Unwrap() error { return e.err }
 
 // containerConfig builds the CRI config of one container
 // (kuberuntime_container.go generateContainerConfig).
-func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef, podIP string) (*runtimeapi.ContainerConfig, error) {
-	env, err := r.envFor(ctx, p, c, podIP)
+//
+// podIPs are the sandbox's IPs, primary first.
+func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+	podIP := primaryIP(podIPs)
+	env, err := r.envFor(ctx, p, c, podIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +88,8 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 		// The kubelet bind-mounts a per-container file for the termination
 		// message; so do we, under the pod directory.
 		f := r.terminationMessageFile(p.UID, c.Name, restartCount)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			return nil, fmt.Errorf("create termination message directory: %w", err)
-		}
-		if err := os.WriteFile(f, nil, 0o666); err != nil {
-			return nil, fmt.Errorf("create termination message file: %w", err)
+		if err := createTerminationMessageFile(f); err != nil {
+			return nil, err
 		}
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: f})
 	}
@@ -170,7 +170,8 @@ func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecur
 // runtime recorded as an exit (containerd: exit 128, StartError) is kept,
 // as the kubelet keeps it: it is the instance the restart policy, the
 // CrashLoopBackOff and the restart count are judged on.
-func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger) (retErr error) {
+func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger) (retErr error) {
+	podIP := primaryIP(podIPs)
 	imageRef, err := r.ensureImage(ctx, p, c, sandbox)
 	if err != nil {
 		return err
@@ -179,7 +180,7 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 	if prev := st.Latest(c.Name, init); prev != nil {
 		restartCount = prev.RestartCount + 1
 	}
-	cfg, err := r.containerConfig(ctx, p, c, restartCount, init, imageRef, podIP)
+	cfg, err := r.containerConfig(ctx, p, c, restartCount, init, imageRef, podIPs)
 	if err == nil {
 		err = r.mutateConfig(ctx, Target{Pod: p, Container: c, PodIP: podIP}, cfg)
 	}

@@ -27,6 +27,14 @@
 // directories of gone pods (CleanupDirs); cri still removes a killed
 // pod's directory and keeps the termination message files in it.
 //
+// A pod's runtimeClassName chooses the CRI runtime handler of its sandbox
+// and of its image pulls (runtimeclass.go): RuntimeClasses, which API
+// mode supplies, gives the RuntimeClass's handler; a missing RuntimeClass
+// fails the sandbox's creation (FailedCreatePodSandBox), retried on the
+// next sync. Standalone mode has no RuntimeClasses and refuses such a pod
+// the sandbox rather than run it on the default handler — stricter than
+// the kubelet, which without an API client ignores the name.
+//
 // What pods read from the API server comes through Objects (ConfigMaps,
 // Secrets, service account tokens, service env vars), which API mode
 // supplies and standalone mode leaves nil: the container environment

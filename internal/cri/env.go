@@ -35,7 +35,7 @@ import (
 // which the caller reports as CreateContainerConfigError and retries on
 // the next sync. Without an API server (standalone mode) ConfigMap and
 // Secret references are errors.
-func (r *Runtime) envFor(ctx context.Context, p *v1.Pod, c *v1.Container, podIP string) ([]string, error) {
+func (r *Runtime) envFor(ctx context.Context, p *v1.Pod, c *v1.Container, podIPs []string) ([]string, error) {
 	var service map[string]string
 	if r.cfg.Objects != nil {
 		links := p.Spec.EnableServiceLinks == nil || *p.Spec.EnableServiceLinks
@@ -106,7 +106,7 @@ func (r *Runtime) envFor(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 			set(e.Name, expand(e.Value, vals))
 			continue
 		}
-		v, ok, err := r.envValueFrom(&src, p, c, &e, podIP)
+		v, ok, err := r.envValueFrom(&src, p, c, &e, podIPs)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func (r *Runtime) envFor(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 // optional reference finds nothing. ConfigMap and Secret errors are the
 // kubelet's own messages, which users search for; the others name the
 // container and variable.
-func (r *Runtime) envValueFrom(src *envSources, p *v1.Pod, c *v1.Container, e *v1.EnvVar, podIP string) (val string, ok bool, err error) {
+func (r *Runtime) envValueFrom(src *envSources, p *v1.Pod, c *v1.Container, e *v1.EnvVar, podIPs []string) (val string, ok bool, err error) {
 	from := e.ValueFrom
 	wrap := func(v string, err error) (string, bool, error) {
 		if err != nil {
@@ -142,7 +142,7 @@ func (r *Runtime) envValueFrom(src *envSources, p *v1.Pod, c *v1.Container, e *v
 	}
 	switch {
 	case from.FieldRef != nil:
-		return wrap(r.node.FieldValue(p, from.FieldRef.FieldPath, podIP))
+		return wrap(r.node.PodFieldValue(p, from.FieldRef.FieldPath, podIPs))
 	case from.ResourceFieldRef != nil:
 		target := c
 		if name := from.ResourceFieldRef.ContainerName; name != "" && name != c.Name {

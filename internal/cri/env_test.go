@@ -170,7 +170,7 @@ func TestEnvFor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &v1.Container{Name: "app", Env: tt.env, EnvFrom: tt.envFrom}
-			got, err := r.envFor(context.Background(), envPod, c, "10.88.0.7")
+			got, err := r.envFor(context.Background(), envPod, c, []string{"10.88.0.7"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("envFor() error = %v, want one containing %q", err, tt.wantErr)
@@ -184,5 +184,32 @@ func TestEnvFor(t *testing.T) {
 				t.Errorf("envFor() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEnvForPodIPsAndAllocatable: status.podIPs gives every pod IP
+// (dual stack), status.hostIPs the node's, and a resource limit the
+// container does not set reads as the node's allocatable amount.
+func TestEnvForPodIPsAndAllocatable(t *testing.T) {
+	allocatable := v1.ResourceList{v1.ResourceCPU: resource.MustParse("3"), v1.ResourceMemory: resource.MustParse("6Gi")}
+	r := &Runtime{cfg: Config{NodeName: "node1", NodeIP: "192.168.1.10"}, node: downward.Node{IP: "192.168.1.10", Allocatable: allocatable}}
+	c := &v1.Container{Name: "app", Env: []v1.EnvVar{
+		fieldEnv("POD_IP", "status.podIP"),
+		fieldEnv("POD_IPS", "status.podIPs"),
+		fieldEnv("HOST_IP", "status.hostIP"),
+		fieldEnv("HOST_IPS", "status.hostIPs"),
+		{Name: "CPU", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}},
+		{Name: "MEM_GI", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.memory", Divisor: resource.MustParse("1Gi")}}},
+	}}
+	got, err := r.envFor(context.Background(), envPod, c, []string{"fd00:10:88::7", "10.88.0.7"})
+	if err != nil {
+		t.Fatalf("envFor() error = %v", err)
+	}
+	want := []string{
+		"POD_IP=10.88.0.7", "POD_IPS=10.88.0.7,fd00:10:88::7", "HOST_IP=192.168.1.10", "HOST_IPS=192.168.1.10",
+		"CPU=3", "MEM_GI=6",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("envFor() (-want +got):\n%s", diff)
 	}
 }

@@ -40,7 +40,8 @@ func (e *imageError) Error() string { return e.msg }
 // While a pull of the image for this pod is backed off it returns an
 // ImagePullBackOff error without asking the registry. A pull uses the
 // pod's imagePullSecrets that match the image's registry
-// (pullCredentials).
+// (pullCredentials). Images are the default handler's, as the kubelet's
+// without its alpha RuntimeClassInImageCriAPI gate.
 func (r *Runtime) ensureImage(ctx context.Context, p *v1.Pod, c *v1.Container, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
 	if c.Image == "" {
 		return "", &imageError{reason: ReasonInvalidImageName, msg: fmt.Sprintf("container %q has no image", c.Name)}

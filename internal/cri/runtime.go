@@ -41,6 +41,11 @@ type Config struct {
 	// NodeName and NodeIP fill downward-API env vars.
 	NodeName string
 	NodeIP   string
+	// NodeAllocatable is the node's allocatable resources (its Node
+	// status's): the limit a downward-API env var reads for a container
+	// without one. When nil, the host's figures stand in (package
+	// downward).
+	NodeAllocatable v1.ResourceList
 	// NetworkHealth, if set, tells whether the pod network is ready; pods
 	// not on the host network get no sandbox while it is not.
 	NetworkHealth func() error
@@ -59,6 +64,10 @@ type Config struct {
 	// Objects, set in API mode, reads ConfigMaps, Secrets, service
 	// account tokens and service env vars; nil in standalone mode.
 	Objects Objects
+	// RuntimeClasses, set in API mode, gives the runtime handler of a
+	// pod's runtimeClassName; nil in standalone mode, where a pod naming a
+	// RuntimeClass gets no sandbox (see runtimeHandler).
+	RuntimeClasses RuntimeClasses
 	// PullSecretsDir, in standalone mode, holds the imagePullSecrets:
 	// <dir>/<namespace>/<name>, each a .dockerconfigjson file.
 	PullSecretsDir string
@@ -135,7 +144,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Volumes = v
 	}
 	cfg.SpecConfig = cfg.SpecConfig.withDefaults(cfg.RootDir)
-	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri"), node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir}}
+	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri"), node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir, Allocatable: cfg.NodeAllocatable}}
 	// The run chain, assembled here and only here.
 	r.phases = append([]Phase{lifecycleHooks{r}}, cfg.Phases...)
 	return r, nil

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // sandboxConfig builds the PodSandboxConfig the kubelet would send
@@ -127,16 +129,40 @@ func protocol(p v1.Protocol) runtimeapi.Protocol {
 	return runtimeapi.Protocol_TCP
 }
 
-// runSandbox creates the pod's log directory and its sandbox.
-func (r *Runtime) runSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig) (string, error) {
+// runSandbox creates the pod's log directory and its sandbox, with the
+// runtime handler of the pod's RuntimeClass (kuberuntime_sandbox.go
+// createPodSandbox). A handler the runtime does not know fails in
+// RunPodSandbox, in the runtime's words.
+func (r *Runtime) runSandbox(ctx context.Context, p *v1.Pod, cfg *runtimeapi.PodSandboxConfig) (string, error) {
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", fmt.Errorf("create pod log directory: %w", err)
 	}
+	handler, err := r.runtimeHandler(p)
+	if err != nil {
+		return "", err
+	}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
-	resp, err := r.c.RunPodSandbox(cctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	resp, err := r.c.RunPodSandbox(cctx, &runtimeapi.RunPodSandboxRequest{Config: cfg, RuntimeHandler: handler})
 	if err != nil {
 		return "", fmt.Errorf("run pod sandbox: %w", translate(err))
 	}
 	return resp.PodSandboxId, nil
+}
+
+// sandboxPodIPs is a sandbox's IPs as the runtime status has them,
+// primary first.
+func sandboxPodIPs(sb *pod.Sandbox) []string {
+	if len(sb.IPs) == 0 && sb.IP != "" {
+		return []string{sb.IP}
+	}
+	return sb.IPs
+}
+
+// primaryIP is the first of a pod's IPs, "" when it has none.
+func primaryIP(ips []string) string {
+	if len(ips) == 0 {
+		return ""
+	}
+	return ips[0]
 }

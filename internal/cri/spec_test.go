@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/cri/critest"
@@ -375,6 +377,37 @@ func TestTerminationMessage(t *testing.T) {
 				t.Errorf("message (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTerminationMessageFileMode: the file mounted at the container's
+// terminationMessagePath is writable by a non-root container user even
+// under a restrictive umask (the kubelet chmods it 0666).
+func TestTerminationMessageFileMode(t *testing.T) {
+	old := syscall.Umask(0o077)
+	t.Cleanup(func() { syscall.Umask(old) })
+	h := newHarness(t)
+	p := webPod.DeepCopy()
+	p.Spec.Containers[0].TerminationMessagePath = "/dev/termination-custom-log"
+	p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsUser: ptr.To(int64(10000))}
+	if res := h.sync(p); res.Err != nil {
+		t.Fatalf("SyncPod() = %+v", res)
+	}
+	var file string
+	for _, m := range h.latest("app").Config.Mounts {
+		if m.ContainerPath == "/dev/termination-custom-log" {
+			file = m.HostPath
+		}
+	}
+	if file == "" {
+		t.Fatal("no mount at the termination message path")
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o666 {
+		t.Errorf("termination message file mode = %v, want -rw-rw-rw-", fi.Mode())
 	}
 }
 

@@ -51,9 +51,9 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		res.Retry(retryAfterError)
 		return res
 	}
-	sandboxID, podIP := a.sandboxID, ""
+	sandboxID, podIPs := a.sandboxID, []string(nil)
 	if sb := st.LatestSandbox(); sb != nil && sb.ID == sandboxID {
-		podIP = sb.IP
+		podIPs = sandboxPodIPs(sb)
 	}
 	if a.createSandbox && !p.Spec.HostNetwork && r.cfg.NetworkHealth != nil {
 		if err := r.cfg.NetworkHealth(); err != nil {
@@ -84,7 +84,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		sbCfg.DnsConfig = dnsCfg
 	}
 	if a.createSandbox {
-		id, err := r.runSandbox(ctx, sbCfg)
+		id, err := r.runSandbox(ctx, p, sbCfg)
 		if err != nil {
 			log.Error("create pod sandbox failed", zap.Error(err))
 			r.event(p, v1.EventTypeWarning, "FailedCreatePodSandBox", "Failed to create pod sandbox: %v", err)
@@ -94,9 +94,10 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 			return res
 		}
 		sandboxID = id
-		podIP = r.sandboxIP(ctx, id)
-		log.Info("sandbox ready", zap.String("sandboxID", id), zap.Uint32("attempt", a.attempt), zap.String("podIP", podIP))
+		podIPs = r.readSandboxIPs(ctx, id)
+		log.Info("sandbox ready", zap.String("sandboxID", id), zap.Uint32("attempt", a.attempt), zap.String("podIP", primaryIP(podIPs)))
 	}
+	podIP := primaryIP(podIPs)
 	log = log.With(zap.String("sandboxID", sandboxID))
 	// Running containers see ConfigMap, Secret, label and token updates:
 	// their rendered volumes are written again (a no-op when unchanged).
@@ -109,10 +110,10 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		}
 	}
 	for _, i := range a.startInit {
-		r.startOne(ctx, p, &p.Spec.InitContainers[i], true, sandboxID, sbCfg, st, podIP, log, &res)
+		r.startOne(ctx, p, &p.Spec.InitContainers[i], true, sandboxID, sbCfg, st, podIPs, log, &res)
 	}
 	for _, i := range a.start {
-		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIP, log, &res)
+		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIPs, log, &res)
 	}
 	if a.stopSandbox {
 		log.Info("pod completed; stopping its sandbox")
@@ -128,7 +129,7 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 // recording the outcome in res. The first restart of a crashed container
 // happens at once; later ones wait 10s, 20s, 40s … (the kubelet's
 // doBackOff): the delay counts from the last instance's exit.
-func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIP string, log *zap.Logger, res *pod.SyncResult) {
+func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger, res *pod.SyncResult) {
 	log = log.With(zap.String("container", c.Name))
 	key := string(p.UID) + "/" + c.Name + "/" + HashContainer(c)
 	if prev := st.Latest(c.Name, init); prev != nil && prev.State == pod.ContainerExited {
@@ -140,7 +141,7 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init
 		}
 		r.cfg.CrashLoop.Next(key)
 	}
-	err := r.startContainer(ctx, p, c, init, sandboxID, sbCfg, st, podIP, log)
+	err := r.startContainer(ctx, p, c, init, sandboxID, sbCfg, st, podIPs, log)
 	if err == nil {
 		return
 	}
@@ -161,17 +162,15 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init
 	res.SetWaiting(c.Name, ReasonCreateContainerError, err.Error(), retryAfterError)
 }
 
-func (r *Runtime) sandboxIP(ctx context.Context, id string) string {
+// readSandboxIPs reads a sandbox's IPs, primary first; none when it cannot.
+func (r *Runtime) readSandboxIPs(ctx context.Context, id string) []string {
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	resp, err := r.c.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
 	if err != nil {
-		return ""
+		return nil
 	}
-	if ips := sandboxIPs(resp.Status); len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
+	return sandboxIPs(resp.Status)
 }
 
 // gracePeriod is the pod's termination grace period in seconds; for a

@@ -36,6 +36,24 @@ func (r *Runtime) terminationMessageFile(uid types.UID, container string, restar
 	return filepath.Join(r.cfg.Volumes.Dir(uid), "containers", volume.ChildDir("", container), strconv.Itoa(restartCount))
 }
 
+// createTerminationMessageFile creates a container instance's empty
+// termination message file (emptying one left by an earlier attempt),
+// writable by any user: the container may run as any UID. As the
+// kubelet's makeMounts, the mode is set by a chmod after the creation,
+// since the umask strips bits from the mode a file is created with.
+func createTerminationMessageFile(file string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("create termination message directory: %w", err)
+	}
+	if err := os.WriteFile(file, nil, 0o666); err != nil {
+		return fmt.Errorf("create termination message file: %w", err)
+	}
+	if err := os.Chmod(file, 0o666); err != nil {
+		return fmt.Errorf("make termination message file writable: %w", err)
+	}
+	return nil
+}
+
 // addTerminationMessage appends an exited container's termination
 // message to the runtime's message, as the kubelet's
 // convertToKubeContainerStatus does: the content of its message file, or,

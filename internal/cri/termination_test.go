@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -49,5 +50,39 @@ func TestLastBytes(t *testing.T) {
 	}
 	if string(l.b) != "6789x" || cap(l.b) > 16 {
 		t.Errorf("kept %q (cap %d); want the last 5 bytes, bounded", l.b, cap(l.b))
+	}
+}
+
+// withUmask runs the rest of the test under a restrictive umask (process
+// wide: tests using it must not run in parallel).
+func withUmask(t *testing.T, mask int) {
+	t.Helper()
+	old := syscall.Umask(mask)
+	t.Cleanup(func() { syscall.Umask(old) })
+}
+
+// TestCreateTerminationMessageFile: the file is 0666 whatever the umask,
+// so that a container running as any user can write it, and a file left
+// by an earlier attempt is emptied.
+func TestCreateTerminationMessageFile(t *testing.T) {
+	withUmask(t, 0o077)
+	file := filepath.Join(t.TempDir(), "containers", "app", "0")
+	for _, attempt := range []string{"new", "left by an earlier attempt"} {
+		if err := createTerminationMessageFile(file); err != nil {
+			t.Fatalf("%s: createTerminationMessageFile() error = %v", attempt, err)
+		}
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o666 || fi.Size() != 0 {
+			t.Errorf("%s: file mode %v, size %d; want -rw-rw-rw- and empty", attempt, fi.Mode(), fi.Size())
+		}
+		if err := os.WriteFile(file, []byte("stale"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(file, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package downward
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"runtime"
 	"sort"
 	"strconv"
@@ -15,16 +16,39 @@ import (
 
 // Node is what the downward API reads of the node.
 type Node struct {
-	// IP is status.hostIP (and hostIPs).
+	// IP is the node's IP: status.hostIP and status.hostIPs (nodeagent
+	// knows one node IP, and its Node status reports that one), and the
+	// pod IP of a hostNetwork pod.
 	IP string
-	// RootDir's filesystem size is the node's allocatable ephemeral
-	// storage.
+	// RootDir's filesystem size is the node's ephemeral storage when
+	// Allocatable is not given.
 	RootDir string
+	// Allocatable is the node's allocatable resources, as its Node status
+	// reports them (capacity less the reservations and the hard eviction
+	// thresholds): what a container without a cpu, memory or
+	// ephemeral-storage limit reads as its limit. When nil, the host's
+	// figures stand in (hostResource); a resource missing from a non-nil
+	// list reads as 0, as in the kubelet.
+	Allocatable v1.ResourceList
 }
 
 // FieldValue is the value of a fieldRef's path for pod p, whose IP is
-// podIP.
+// podIP (PodFieldValue with that one IP).
 func (n Node) FieldValue(p *v1.Pod, path, podIP string) (string, error) {
+	var ips []string
+	if podIP != "" {
+		ips = []string{podIP}
+	}
+	return n.PodFieldValue(p, path, ips)
+}
+
+// PodFieldValue is the value of a fieldRef's path for pod p, whose IPs
+// are podIPs (the sandbox's, primary first), as the kubelet's
+// podFieldSelectorRuntimeValue gives it: the pod IPs are ordered the
+// node's IP family first, at most one of each family; status.podIP is the
+// first of them and status.podIPs all, comma-separated. A hostNetwork pod
+// (whose sandbox reports no IP) has the node's IP, as its status says.
+func (n Node) PodFieldValue(p *v1.Pod, path string, podIPs []string) (string, error) {
 	switch path {
 	case "metadata.name":
 		return p.Name, nil
@@ -36,8 +60,13 @@ func (n Node) FieldValue(p *v1.Pod, path, podIP string) (string, error) {
 		return p.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return p.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.podIPs":
-		return podIP, nil
+	case "status.podIP":
+		if ips := n.podIPs(p, podIPs); len(ips) > 0 {
+			return ips[0], nil
+		}
+		return "", nil
+	case "status.podIPs":
+		return strings.Join(n.podIPs(p, podIPs), ","), nil
 	case "status.hostIP", "status.hostIPs":
 		return n.IP, nil
 	case "metadata.labels":
@@ -52,6 +81,30 @@ func (n Node) FieldValue(p *v1.Pod, path, podIP string) (string, error) {
 		return p.Annotations[path[len("metadata.annotations['"):len(path)-2]], nil
 	}
 	return "", fmt.Errorf("unsupported fieldPath %q", path)
+}
+
+// podIPs orders a pod's IPs as the kubelet's sortPodIPs: the first of the
+// node IP's family (IPv4 when the node's IP is unknown), then the first
+// of the other family. A hostNetwork pod without IPs has the node's.
+func (n Node) podIPs(p *v1.Pod, ips []string) []string {
+	if len(ips) == 0 && p.Spec.HostNetwork && n.IP != "" {
+		return []string{n.IP}
+	}
+	nodeV4 := true
+	if a, err := netip.ParseAddr(n.IP); err == nil {
+		nodeV4 = a.Unmap().Is4()
+	}
+	out := make([]string, 0, 2)
+	for _, primary := range []bool{true, false} {
+		for _, ip := range ips {
+			a, err := netip.ParseAddr(ip)
+			if err == nil && (a.Unmap().Is4() == nodeV4) == primary {
+				out = append(out, ip)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // formatMap renders labels or annotations as the kubelet's downward API
@@ -77,10 +130,10 @@ func formatMap(m map[string]string) string {
 
 // ResourceValue is a container's request or limit in units of the
 // selector's divisor, rounded up (the kubelet's
-// ExtractContainerResourceValue). A cpu, memory or
-// ephemeral-storage limit the container does not set reads as the pod's
-// limit, else as the node's allocatable amount, as the kubelet reports it;
-// nodeagent takes the node's figures from the host (see nodeAllocatable).
+// ExtractContainerResourceValue). A cpu, memory or ephemeral-storage limit
+// the container does not set reads as the pod's limit, else as the node's
+// allocatable amount (the kubelet's defaultPodLimitsForDownwardAPI and
+// MergeContainerResourceLimits).
 func (n Node) ResourceValue(p *v1.Pod, c *v1.Container, fs *v1.ResourceFieldSelector) (string, error) {
 	divisor := fs.Divisor
 	if divisor.IsZero() {
@@ -130,14 +183,16 @@ func (n Node) defaultLimit(p *v1.Pod, rn v1.ResourceName) (resource.Quantity, er
 			return q, nil
 		}
 	}
-	return n.nodeAllocatable(rn)
+	if n.Allocatable != nil {
+		return n.Allocatable[rn], nil
+	}
+	return n.hostResource(rn)
 }
 
-// nodeAllocatable is the node's amount of rn as nodeagent knows it: the
-// host's CPUs and memory (the figures admission uses) and the size of the
-// filesystem of RootDir for ephemeral storage. No reservation is
-// subtracted: nodeagent reserves nothing yet.
-func (n Node) nodeAllocatable(rn v1.ResourceName) (resource.Quantity, error) {
+// hostResource stands in for the node's allocatable amount of rn when
+// Allocatable is not given: the host's CPUs and memory and the size of
+// the filesystem of RootDir, nothing reserved.
+func (n Node) hostResource(rn v1.ResourceName) (resource.Quantity, error) {
 	switch rn {
 	case v1.ResourceCPU:
 		return *resource.NewQuantity(int64(runtime.NumCPU()), resource.DecimalSI), nil

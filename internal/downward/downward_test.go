@@ -115,7 +115,9 @@ func TestFieldValue(t *testing.T) {
 		{name: "uid", path: "metadata.uid", want: "uid-1"},
 		{name: "node", path: "spec.nodeName", want: "node1"},
 		{name: "pod IP", path: "status.podIP", want: "10.88.0.5"},
+		{name: "pod IPs", path: "status.podIPs", want: "10.88.0.5"},
 		{name: "host IP", path: "status.hostIP", want: "192.168.1.10"},
+		{name: "host IPs", path: "status.hostIPs", want: "192.168.1.10"},
 		{name: "all labels", path: "metadata.labels", want: `app="web"`},
 		{name: "one label", path: "metadata.labels['app']", want: "web"},
 		{name: "unsupported", path: "status.phase", wantErr: `unsupported fieldPath "status.phase"`},
@@ -131,6 +133,110 @@ func TestFieldValue(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("FieldValue() = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestPodFieldValueIPs: status.podIPs is every pod IP, comma-separated,
+// the node's family first (the kubelet's sortPodIPs), and status.podIP
+// the first of them; a hostNetwork pod has the node's IP.
+func TestPodFieldValueIPs(t *testing.T) {
+	p := &v1.Pod{}
+	hostNet := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true}}
+	tests := []struct {
+		name        string
+		nodeIP      string
+		pod         *v1.Pod
+		podIPs      []string
+		wantIP      string
+		wantIPs     string
+		wantHostIPs string
+	}{
+		{name: "dual stack, IPv4 node", nodeIP: "192.168.1.10", podIPs: []string{"10.88.0.5", "fd00:10:88::5"},
+			wantIP: "10.88.0.5", wantIPs: "10.88.0.5,fd00:10:88::5", wantHostIPs: "192.168.1.10"},
+		{name: "runtime lists IPv6 first, IPv4 node", nodeIP: "192.168.1.10", podIPs: []string{"fd00:10:88::5", "10.88.0.5"},
+			wantIP: "10.88.0.5", wantIPs: "10.88.0.5,fd00:10:88::5", wantHostIPs: "192.168.1.10"},
+		{name: "dual stack, IPv6 node", nodeIP: "fd00::10", podIPs: []string{"10.88.0.5", "fd00:10:88::5"},
+			wantIP: "fd00:10:88::5", wantIPs: "fd00:10:88::5,10.88.0.5", wantHostIPs: "fd00::10"},
+		{name: "single stack", nodeIP: "192.168.1.10", podIPs: []string{"10.88.0.5"},
+			wantIP: "10.88.0.5", wantIPs: "10.88.0.5", wantHostIPs: "192.168.1.10"},
+		{name: "unknown node IP: IPv4 first", podIPs: []string{"fd00:10:88::5", "10.88.0.5"},
+			wantIP: "10.88.0.5", wantIPs: "10.88.0.5,fd00:10:88::5"},
+		{name: "one of each family at most", nodeIP: "192.168.1.10", podIPs: []string{"10.88.0.5", "10.88.0.6", "fd00:10:88::5"},
+			wantIP: "10.88.0.5", wantIPs: "10.88.0.5,fd00:10:88::5", wantHostIPs: "192.168.1.10"},
+		{name: "no IP yet", nodeIP: "192.168.1.10", wantHostIPs: "192.168.1.10"},
+		{name: "host network: the node's IP", nodeIP: "192.168.1.10", pod: hostNet,
+			wantIP: "192.168.1.10", wantIPs: "192.168.1.10", wantHostIPs: "192.168.1.10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := Node{IP: tt.nodeIP}
+			pod := tt.pod
+			if pod == nil {
+				pod = p
+			}
+			for path, want := range map[string]string{"status.podIP": tt.wantIP, "status.podIPs": tt.wantIPs, "status.hostIPs": tt.wantHostIPs} {
+				got, err := n.PodFieldValue(pod, path, tt.podIPs)
+				if err != nil || got != want {
+					t.Errorf("PodFieldValue(%s) = %q, %v; want %q", path, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestResourceValueAllocatable: a limit the container does not set reads
+// as the node's allocatable amount, not its capacity (the kubelet's
+// MergeContainerResourceLimits); the pod's own limit comes first.
+func TestResourceValueAllocatable(t *testing.T) {
+	n := Node{RootDir: t.TempDir(), Allocatable: v1.ResourceList{
+		v1.ResourceCPU:              resource.MustParse("3500m"),
+		v1.ResourceMemory:           resource.MustParse("7Gi"),
+		v1.ResourceEphemeralStorage: resource.MustParse("90Gi"),
+	}}
+	bare := &v1.Container{Name: "bare"}
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*bare}}}
+	podLimited := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{*bare}, Resources: &v1.ResourceRequirements{
+		Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("256Mi")}}}}
+	limited := &v1.Container{Name: "limited", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")}}}
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		node      Node
+		container *v1.Container
+		resource  string
+		divisor   string
+		want      string
+	}{
+		{name: "cpu in cores, rounded up", resource: "limits.cpu", want: "4"},
+		{name: "cpu in millicores", resource: "limits.cpu", divisor: "1m", want: "3500"},
+		{name: "memory", resource: "limits.memory", divisor: "1Mi", want: "7168"},
+		{name: "ephemeral storage", resource: "limits.ephemeral-storage", divisor: "1Gi", want: "90"},
+		{name: "the pod's limit first", pod: podLimited, resource: "limits.memory", divisor: "1Mi", want: "256"},
+		{name: "the container's own limit", container: limited, resource: "limits.cpu", divisor: "1m", want: "500"},
+		{name: "requests are not defaulted", resource: "requests.cpu", want: "0"},
+		{name: "a resource the node does not list reads 0", node: Node{Allocatable: v1.ResourceList{}}, resource: "limits.memory", want: "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod, node, c := tt.pod, tt.node, tt.container
+			if pod == nil {
+				pod = p
+			}
+			if node.Allocatable == nil {
+				node = n
+			}
+			if c == nil {
+				c = bare
+			}
+			fs := &v1.ResourceFieldSelector{Resource: tt.resource}
+			if tt.divisor != "" {
+				fs.Divisor = resource.MustParse(tt.divisor)
+			}
+			got, err := node.ResourceValue(pod, c, fs)
+			if err != nil || got != tt.want {
+				t.Errorf("ResourceValue() = %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}

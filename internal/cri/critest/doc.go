@@ -1,7 +1,7 @@
 // Package critest provides Fake, a hand-written in-memory cri.Client for
-// tests of the runtime and of code above it, and Objects, an in-memory
+// tests of the runtime and of code above it, Objects, an in-memory
 // cri.Objects (ConfigMaps, Secrets, service env vars, tokens that expire
-// by the fake clock).
+// by the fake clock), and RuntimeClasses, an in-memory cri.RuntimeClasses.
 //
 // It owns: sandboxes, containers and images kept in maps, with the state
 // transitions a CRI runtime makes (RunPodSandbox → READY, CreateContainer →
@@ -10,9 +10,13 @@
 // order, and errors injected per method. Tests move containers on with
 // ExitContainer and SetSandboxState.
 //
+// Runtime handlers: RunPodSandbox accepts the default one and those added
+// with AddRuntimeHandler, and fails any other as containerd does ("no
+// runtime for … is configured").
+//
 // It does not own any kubelet logic: no restart decisions, no networking
-// (each sandbox gets a made-up IP), no image registry (PullImage succeeds
-// unless an error is injected).
+// (each sandbox gets a made-up IP, and an IPv6 one too after DualStack),
+// no image registry (PullImage succeeds unless an error is injected).
 //
 // Concurrency: every method is safe for concurrent use; the runtime stops
 // a pod's containers in parallel.

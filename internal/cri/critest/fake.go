@@ -33,6 +33,10 @@ type Sandbox struct {
 	State     runtimeapi.PodSandboxState
 	CreatedAt int64
 	IP        string
+	// AdditionalIPs are its other IPs (an IPv6 one with DualStack).
+	AdditionalIPs []string
+	// RuntimeHandler is the handler it was created with ("": default).
+	RuntimeHandler string
 }
 
 // Container is the fake's record of one container.
@@ -68,6 +72,27 @@ type Fake struct {
 	// as exited with this code (reason StartError) and an error returned.
 	startExit *int32
 	exec      func(containerID string, cmd []string) (*runtimeapi.ExecSyncResponse, error)
+	// handlers are the runtime handlers RunPodSandbox accepts besides
+	// the default one ("").
+	handlers map[string]bool
+	// dualStack gives new sandboxes an IPv6 address after the IPv4 one.
+	dualStack bool
+}
+
+// AddRuntimeHandler makes RunPodSandbox accept handler, as a runtime
+// configured with it; an unknown one fails as containerd fails it.
+func (f *Fake) AddRuntimeHandler(handler string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handlers[handler] = true
+}
+
+// DualStack gives every later sandbox an IPv6 address besides its IPv4
+// one (the runtime's additional IP).
+func (f *Fake) DualStack() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dualStack = true
 }
 
 // FailStarts makes every later StartContainer fail as containerd does
@@ -87,6 +112,7 @@ func New(c clock.PassiveClock) *Fake {
 		sandboxes:  map[string]*Sandbox{},
 		containers: map[string]*Container{},
 		images:     map[string]string{},
+		handlers:   map[string]bool{},
 	}
 }
 
@@ -251,22 +277,32 @@ func (f *Fake) UpdateRuntimeConfig(_ context.Context, in *runtimeapi.UpdateRunti
 	return &runtimeapi.UpdateRuntimeConfigResponse{}, nil
 }
 
-// RunPodSandbox creates a READY sandbox with a made-up IP.
+// RunPodSandbox creates a READY sandbox with a made-up IP (and IPv6 one
+// with DualStack). A runtime handler other than the default and those
+// added with AddRuntimeHandler fails as containerd fails it.
 func (f *Fake) RunPodSandbox(_ context.Context, in *runtimeapi.RunPodSandboxRequest, _ ...grpc.CallOption) (*runtimeapi.RunPodSandboxResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.begin("RunPodSandbox", in); err != nil {
 		return nil, err
 	}
+	if h := in.RuntimeHandler; h != "" && !f.handlers[h] {
+		return nil, status.Errorf(codes.Unknown, "failed to get sandbox runtime: no runtime for %q is configured", h)
+	}
 	created := f.stamp()
 	id := fmt.Sprintf("sb-%d", f.seq)
-	f.sandboxes[id] = &Sandbox{
-		ID:        id,
-		Config:    proto.Clone(in.Config).(*runtimeapi.PodSandboxConfig),
-		State:     runtimeapi.PodSandboxState_SANDBOX_READY,
-		CreatedAt: created,
-		IP:        fmt.Sprintf("10.88.0.%d", f.seq%250+2),
+	sb := &Sandbox{
+		ID:             id,
+		Config:         proto.Clone(in.Config).(*runtimeapi.PodSandboxConfig),
+		State:          runtimeapi.PodSandboxState_SANDBOX_READY,
+		CreatedAt:      created,
+		IP:             fmt.Sprintf("10.88.0.%d", f.seq%250+2),
+		RuntimeHandler: in.RuntimeHandler,
 	}
+	if f.dualStack {
+		sb.AdditionalIPs = []string{fmt.Sprintf("fd00:10:88::%x", f.seq%250+2)}
+	}
+	f.sandboxes[id] = sb
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }
 
@@ -310,14 +346,19 @@ func (f *Fake) RemovePodSandbox(_ context.Context, in *runtimeapi.RemovePodSandb
 }
 
 func (f *Fake) sandboxStatus(sb *Sandbox) *runtimeapi.PodSandboxStatus {
+	network := &runtimeapi.PodSandboxNetworkStatus{Ip: sb.IP}
+	for _, ip := range sb.AdditionalIPs {
+		network.AdditionalIps = append(network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
+	}
 	return &runtimeapi.PodSandboxStatus{
-		Id:          sb.ID,
-		Metadata:    proto.Clone(sb.Config.GetMetadata()).(*runtimeapi.PodSandboxMetadata),
-		State:       sb.State,
-		CreatedAt:   sb.CreatedAt,
-		Network:     &runtimeapi.PodSandboxNetworkStatus{Ip: sb.IP},
-		Labels:      maps.Clone(sb.Config.GetLabels()),
-		Annotations: maps.Clone(sb.Config.GetAnnotations()),
+		Id:             sb.ID,
+		Metadata:       proto.Clone(sb.Config.GetMetadata()).(*runtimeapi.PodSandboxMetadata),
+		State:          sb.State,
+		CreatedAt:      sb.CreatedAt,
+		Network:        network,
+		Labels:         maps.Clone(sb.Config.GetLabels()),
+		Annotations:    maps.Clone(sb.Config.GetAnnotations()),
+		RuntimeHandler: sb.RuntimeHandler,
 	}
 }
 
@@ -355,7 +396,7 @@ func (f *Fake) ListPodSandbox(_ context.Context, in *runtimeapi.ListPodSandboxRe
 		st := f.sandboxStatus(sb)
 		resp.Items = append(resp.Items, &runtimeapi.PodSandbox{
 			Id: st.Id, Metadata: st.Metadata, State: st.State, CreatedAt: st.CreatedAt,
-			Labels: st.Labels, Annotations: st.Annotations,
+			Labels: st.Labels, Annotations: st.Annotations, RuntimeHandler: st.RuntimeHandler,
 		})
 	}
 	sort.Slice(resp.Items, func(i, j int) bool { return resp.Items[i].CreatedAt < resp.Items[j].CreatedAt })
