@@ -125,7 +125,7 @@ func qosDir(q v1.PodQOSClass) string {
 // CgroupParent is p's pod cgroup as the runtime takes it with the
 // cgroupfs driver: /<root>/kubepods[/<tier>]/pod<uid>.
 func (m *Manager) CgroupParent(p *v1.Pod) string {
-	return "/" + m.rel(qosDir(QOSClass(p)), "pod"+string(p.UID))
+	return "/" + m.rel(qosDir(pod.QOSClass(p)), "pod"+string(p.UID))
 }
 
 // EnsurePod makes p's pod cgroup with its limits (PodResources), again
@@ -136,7 +136,7 @@ func (m *Manager) EnsurePod(p *v1.Pod) (string, error) {
 	rel := parent[1:]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if QOSClass(p) == v1.PodQOSBurstable {
+	if pod.QOSClass(p) == v1.PodQOSBurstable {
 		reqs := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
 		m.burstableMilli[p.UID] = reqs.Cpu().MilliValue()
 		// The tier grows before the pod is in it, as the kubelet's QoS

@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // oom_score_adj values of the kubelet's pkg/kubelet/qos/policy.go.
@@ -12,63 +14,6 @@ const (
 	guaranteedOOMScoreAdj = -997
 	besteffortOOMScoreAdj = 1000
 )
-
-// QOSClass is the pod's QoS class (the kubelet's ComputePodQOS): from
-// the pod-level requests and limits when the pod sets them, else from
-// its containers' (init containers included). Guaranteed: cpu and memory
-// limits everywhere and requests equal to them; BestEffort: no cpu or
-// memory request or limit at all; else Burstable.
-func QOSClass(p *v1.Pod) v1.PodQOSClass {
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	add := func(dst v1.ResourceList, l v1.ResourceList) (found []v1.ResourceName) {
-		for name, q := range l {
-			if (name != v1.ResourceCPU && name != v1.ResourceMemory) || q.Sign() <= 0 {
-				continue
-			}
-			found = append(found, name)
-			sum := q.DeepCopy()
-			if cur, ok := dst[name]; ok {
-				sum.Add(cur)
-			}
-			dst[name] = sum
-		}
-		return found
-	}
-	bothLimited := func(found []v1.ResourceName) bool {
-		return slices.Contains(found, v1.ResourceCPU) && slices.Contains(found, v1.ResourceMemory)
-	}
-	if resourcehelper.IsPodLevelResourcesSet(p) {
-		add(requests, p.Spec.Resources.Requests)
-		if len(p.Spec.Resources.Limits) > 0 && !bothLimited(add(limits, p.Spec.Resources.Limits)) {
-			guaranteed = false
-		}
-	} else {
-		for _, cs := range [][]v1.Container{p.Spec.Containers, p.Spec.InitContainers} {
-			for i := range cs {
-				add(requests, cs[i].Resources.Requests)
-				if !bothLimited(add(limits, cs[i].Resources.Limits)) {
-					guaranteed = false
-				}
-			}
-		}
-	}
-	if len(requests) == 0 && len(limits) == 0 {
-		return v1.PodQOSBestEffort
-	}
-	if guaranteed {
-		for name, req := range requests {
-			if lim, ok := limits[name]; !ok || lim.Cmp(req) != 0 {
-				guaranteed = false
-				break
-			}
-		}
-	}
-	if guaranteed && len(requests) == len(limits) {
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
 
 // isNodeCritical reports a system-node-critical pod, which the kubelet
 // protects as a Guaranteed one.
@@ -88,7 +33,7 @@ func OOMScoreAdj(p *v1.Pod, c *v1.Container, memoryCapacity int64) int64 {
 	if isNodeCritical(p) {
 		return guaranteedOOMScoreAdj
 	}
-	switch QOSClass(p) {
+	switch pod.QOSClass(p) {
 	case v1.PodQOSGuaranteed:
 		return guaranteedOOMScoreAdj
 	case v1.PodQOSBestEffort:

@@ -3,6 +3,8 @@ package cm
 import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // CPU constants of the kubelet's helpers_linux.go.
@@ -61,7 +63,7 @@ func PodResources(p *v1.Pod) Resources {
 	shares := milliCPUToShares(reqs.Cpu().MilliValue())
 	quota := milliCPUToQuota(limits.Cpu().MilliValue(), quotaPeriod)
 	mem := limits.Memory().Value()
-	switch QOSClass(p) {
+	switch pod.QOSClass(p) {
 	case v1.PodQOSGuaranteed:
 		return Resources{CPUShares: shares, CPUQuota: quota, CPUPeriod: quotaPeriod, Memory: mem}
 	case v1.PodQOSBurstable:

@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // res builds requirements from "cpu", "memory" pairs: requests then
@@ -91,7 +93,7 @@ func TestQOSClass(t *testing.T) {
 		{"pod level wins over guaranteed containers", withPodLevel(podOf(res("1", "1Gi", "1", "1Gi")), res("1", "1Gi", "", "")), v1.PodQOSBurstable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := QOSClass(tc.pod); got != tc.want {
+			if got := pod.QOSClass(tc.pod); got != tc.want {
 				t.Fatalf("QOSClass = %s, want %s", got, tc.want)
 			}
 		})

@@ -186,28 +186,8 @@ func exclusiveCPUs(c *v1.Container) int {
 	return int(q.Value())
 }
 
-// guaranteed reports the Guaranteed QoS class (the API's
-// pkg/apis/core/v1/helper/qos): every container, init containers
-// included, with cpu and memory limits and requests equal to them. Pods
-// with pod-level resources are left to the shared pool.
+// guaranteed reports the Guaranteed QoS class (pod.QOSClass). Pods with
+// pod-level resources are left to the shared pool.
 func guaranteed(p *v1.Pod) bool {
-	if p.Spec.Resources != nil {
-		return false
-	}
-	all := append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
-	if len(all) == 0 {
-		return false
-	}
-	for _, c := range all {
-		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			lim, ok := c.Resources.Limits[n]
-			if !ok || lim.IsZero() {
-				return false
-			}
-			if req, ok := c.Resources.Requests[n]; ok && req.Cmp(lim) != 0 {
-				return false
-			}
-		}
-	}
-	return true
+	return p.Spec.Resources == nil && pod.QOSClass(p) == v1.PodQOSGuaranteed
 }

@@ -24,7 +24,7 @@ import (
 // A hostNetwork pod gets no pod IP here: the Manager, which knows the
 // node's IP, fills it in.
 func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults) v1.PodStatus {
-	out := v1.PodStatus{QOSClass: qosClass(p)}
+	out := v1.PodStatus{QOSClass: pod.QOSClass(p)}
 	sb := st.LatestSandbox()
 	sandboxReady := sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
 	if sandboxReady && sb.IP != "" {
@@ -211,39 +211,6 @@ func terminated(c *pod.Container, runtimeName string) *v1.ContainerStateTerminat
 	}
 }
 
-// qosClass is the pod's QoS class (pkg/apis/core/v1/helper/qos).
-func qosClass(p *v1.Pod) v1.PodQOSClass {
-	requests, limits := v1.ResourceList{}, v1.ResourceList{}
-	guaranteed := true
-	any := false
-	for _, c := range append(append([]v1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		for n, q := range c.Resources.Requests {
-			if n == v1.ResourceCPU || n == v1.ResourceMemory {
-				any = any || !q.IsZero()
-				requests[n] = q
-			}
-		}
-		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			lim, ok := c.Resources.Limits[n]
-			if !ok || lim.IsZero() {
-				guaranteed = false
-				continue
-			}
-			any = any || !lim.IsZero()
-			limits[n] = lim
-			if req, ok := c.Resources.Requests[n]; ok && req.Cmp(lim) != 0 {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
-}
 
 // passed reports whether a running instance passed a probe: true without
 // one, else its verdict is success.

@@ -475,7 +475,8 @@ func TestQOSClass(t *testing.T) {
 		{name: "requests only", ctrs: []v1.ResourceRequirements{resources("1", "")}, want: v1.PodQOSBurstable},
 		{name: "requests below limits", ctrs: []v1.ResourceRequirements{resources("1", "2")}, want: v1.PodQOSBurstable},
 		{name: "requests equal limits", ctrs: []v1.ResourceRequirements{resources("1", "1"), resources("2", "2")}, want: v1.PodQOSGuaranteed},
-		{name: "limits only (requests default to limits)", ctrs: []v1.ResourceRequirements{resources("", "1")}, want: v1.PodQOSGuaranteed},
+		// The API's defaulting (and podsource's) copies limits to requests first.
+		{name: "limits only, not defaulted", ctrs: []v1.ResourceRequirements{resources("", "1")}, want: v1.PodQOSBurstable},
 		{name: "one container without limits", ctrs: []v1.ResourceRequirements{resources("1", "1"), {}}, want: v1.PodQOSBurstable},
 		{name: "cpu limit only", ctrs: []v1.ResourceRequirements{{
 			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")},
@@ -494,9 +495,6 @@ func TestQOSClass(t *testing.T) {
 			for i, r := range tt.ctrs {
 				p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: fmt.Sprintf("c%d", i), Resources: r})
 			}
-			if got := qosClass(p); got != tt.want {
-				t.Errorf("qosClass() = %q, want %q", got, tt.want)
-			}
 			if got := Compute(p, nil, pod.SyncResult{}, "containerd", nil).QOSClass; got != tt.want {
 				t.Errorf("Compute().QOSClass = %q, want %q", got, tt.want)
 			}
@@ -509,8 +507,21 @@ func TestQOSClassZeroLimitIsNotALimit(t *testing.T) {
 		Requests: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("0"), v1.ResourceMemory: resource.MustParse("64Mi")},
 	}}}}}
-	if got := qosClass(p); got != v1.PodQOSBurstable {
-		t.Errorf("qosClass() = %q, want Burstable", got)
+	if got := Compute(p, nil, pod.SyncResult{}, "containerd", nil).QOSClass; got != v1.PodQOSBurstable {
+		t.Errorf("QOSClass = %q, want Burstable", got)
+	}
+}
+
+// Pod-level resources decide the class (the status once said BestEffort
+// for such a pod while its cgroup went to the Guaranteed tier).
+func TestQOSClassOfPodLevelResources(t *testing.T) {
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}},
+		Resources: &v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("64Mi")},
+			Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		}}}
+	if got := Compute(p, nil, pod.SyncResult{}, "containerd", nil).QOSClass; got != v1.PodQOSGuaranteed {
+		t.Errorf("QOSClass = %q, want Guaranteed", got)
 	}
 }
 
