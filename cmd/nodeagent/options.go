@@ -45,6 +45,8 @@ type options struct {
 	podCIDR                  string
 	cniConfDir               string
 	cniBinDir                string
+	cniConfDirGiven          bool // on the command line: nodeagent checks that dir
+	cniBinDirGiven           bool
 	cniGCPeriod              time.Duration
 	cpuManagerPolicy         string
 	reservedCPUs             string
@@ -190,8 +192,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.nodeIP, "node-ip", "", "node IP reported as hostIP (default: first non-loopback IPv4)")
 	fs.IntVar(&o.maxPods, "max-pods", 110, "most pods this node runs")
 	fs.StringVar(&o.podCIDR, "pod-cidr", "", "the node's pod CIDR(s), comma-separated for dual stack; passed to the runtime and used for the node's CNI conflist when --cni-conf-dir holds none (or only the one nodeagent wrote)")
-	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config dir the runtime uses (checked at start)")
-	fs.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin dir the runtime uses (checked at start)")
+	fs.StringVar(&o.cniConfDir, "cni-conf-dir", "/etc/cni/net.d", "CNI config dir the runtime uses; nodeagent validates the config there (and writes --pod-cidr's conflist there). Not given: it validates the dir the runtime names over CRI (containerd does), else none. A problem found is logged; whether pods wait for the network is the runtime's NetworkReady alone, as with the kubelet")
+	fs.StringVar(&o.cniBinDir, "cni-bin-dir", "/opt/cni/bin", "CNI plugin dir the runtime uses, for nodeagent's validation; not given: the runtime's, when it names them")
 	fs.DurationVar(&o.cniGCPeriod, "cni-gc-period", 30*time.Second, "period of CNI GC: pod IPs and attachments leaked by crashes, of no ready sandbox of the runtime and older than a minute, are released; 0 disables it")
 	fs.StringVar(&o.cpuManagerPolicy, "cpu-manager-policy", "none", "CPU manager policy: none or static (exclusive CPUs for Guaranteed pods' whole-CPU containers)")
 	fs.StringVar(&o.reservedCPUs, "reserved-cpus", "", "CPUs kept out of exclusive allocation, e.g. 0,1 or 0-1 (static policy; default: ceil of kube + system reserved cpu, lowest CPUs)")
@@ -301,6 +303,7 @@ func parseOptions(args []string) (*options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.cniConfDirGiven, o.cniBinDirGiven = set["cni-conf-dir"], set["cni-bin-dir"]
 	if set["pod-manifest-path"] {
 		set["manifest-dir"] = true
 	}

@@ -148,13 +148,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		return err
 	}
 	defer conn.Close()
-	// The CNI config, checked now and watched; CNI GC over the runtime's
-	// ready sandboxes.
-	netMon, err := newNetworkMonitor(o, conn, clk, log)
-	if err != nil {
-		return err
-	}
-	netMon.Recheck(ctx, true)
+	// The pod network's readiness: the runtime's NetworkReady; and the CNI
+	// config dir nodeagent knows, if any, checked and watched, with CNI GC
+	// over the runtime's sandboxes.
+	podNet := newPodNetwork(o, conn, clk, log)
 	runtimeName, runtimeVersion := "containerd", ""
 	if info, err := cri.Check(ctx, conn, o.runtimeRequestTimeout); err != nil {
 		log.Warn("container runtime not ready yet; the sync loop waits for it", zap.Error(err))
@@ -186,13 +183,14 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	statuses.SetPublisher(podStartPublisher(api, mets.PodStart))
 	// The runtime's conditions, read every 5s (every second while it is
-	// not ready): RuntimeReady gates the sync loop, NetworkReady only pods
-	// that need the pod network.
-	var runtimeHealth, networkHealth atomic.Pointer[error]
+	// not ready): RuntimeReady (cri.Health) gates the sync loop,
+	// NetworkReady (podNet's own Status call, worded as the kubelet's) only
+	// pods that need the pod network.
+	var runtimeHealth atomic.Pointer[error]
 	checkHealth := func() {
-		rtErr, netErr := cri.Health(ctx, conn, 10*time.Second)
+		rtErr, _ := cri.Health(ctx, conn, 10*time.Second)
 		runtimeHealth.Store(&rtErr)
-		networkHealth.Store(&netErr)
+		podNet.Poll(ctx)
 	}
 	checkHealth()
 	load := func(p *atomic.Pointer[error]) func() error {
@@ -252,7 +250,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
 		NodeName:  nodeName, NodeIP: nodeIP, NodeAllocatable: allocatable,
 		Recorder:      statuses,
-		NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) },
+		NetworkHealth: podNet.PodErr,
 		Objects:       api.objects(),
 		// A pod's runtimeClassName → the handler its sandbox runs with.
 		RuntimeClasses: api.runtimeClasses(),
@@ -418,7 +416,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
 			Pressure:      evict.Pressure,
-			RuntimeHealth: load(&runtimeHealth), NetworkHealth: func() error { return errors.Join(load(&networkHealth)(), netMon.Err()) }, PLEGHealth: plegG.Healthy,
+			RuntimeHealth: load(&runtimeHealth), NetworkHealth: podNet.Err, PLEGHealth: plegG.Healthy,
 			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
 				return nodeImages(ctx, conn, o.runtimeRequestTimeout)
 			},
@@ -477,7 +475,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	g.Go(func() error { evict.Run(gctx, clk, o.evictionMonitoringPeriod); return nil })
 	// CNI config re-check and GC beside the loop too: GC lists sandboxes
 	// and runs plugins.
-	g.Go(func() error { netMon.Run(gctx); return nil })
+	g.Go(func() error { podNet.Run(gctx); return nil })
 	g.Go(func() error {
 		// Every 5s while the runtime is ready, every second while it is
 		// not, so its return is noticed at once.

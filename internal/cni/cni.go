@@ -22,15 +22,15 @@ type Network struct {
 }
 
 // Check loads the first CNI config of confDir (lexical order, as the
-// runtime picks it) and validates it against the plugins of binDir (see
-// Validate). A config that loads but does not validate is returned with
-// the error, so callers can still name it.
-func Check(ctx context.Context, confDir, binDir string) (Network, error) {
+// runtime picks it) and validates it against the plugins of binDirs,
+// searched in order (see Validate). A config that loads but does not
+// validate is returned with the error, so callers can still name it.
+func Check(ctx context.Context, confDir string, binDirs ...string) (Network, error) {
 	n, err := load(confDir)
 	if err != nil {
 		return n, err
 	}
-	if err := Validate(ctx, n.list, binDir); err != nil {
+	if err := Validate(ctx, n.list, binDirs...); err != nil {
 		return n, fmt.Errorf("CNI config %s: %w", n.File, err)
 	}
 	return n, nil
@@ -73,16 +73,16 @@ func loadFile(file string) (*libcni.NetworkConfigList, error) {
 }
 
 // Validate checks a network list the way the runtime will use it: every
-// plugin is in binDir and supports the list's cniVersion (libcni's
+// plugin is in one of binDirs and supports the list's cniVersion (libcni's
 // ValidateNetworkList), the runtime's own loopback plugin is there, and,
 // for cniVersion 1.1.0 and later, every plugin answers STATUS (libcni's
 // GetStatusNetworkList; plugins without STATUS succeed). Errors carry the
 // plugin's own message.
-func Validate(ctx context.Context, list *libcni.NetworkConfigList, binDir string) error {
+func Validate(ctx context.Context, list *libcni.NetworkConfigList, binDirs ...string) error {
 	if list == nil {
 		return errors.New("no network")
 	}
-	c := libcni.NewCNIConfig([]string{binDir}, nil)
+	c := libcni.NewCNIConfig(binDirs, nil)
 	var errs []error
 	for _, p := range list.Plugins {
 		// ValidateNetworkList joins every plugin's error into one "[...]";

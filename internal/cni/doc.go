@@ -15,9 +15,17 @@
 //     libcni's GetStatusNetworkList (CNI 1.1 STATUS) where the list's
 //     version has it. Errors carry the plugin's own message.
 //   - Monitor: re-checks the config when its file changes (a stat every few
-//     seconds) and in full every GC period; Err feeds the agent's
-//     NetworkHealth, so pods that need the pod network wait with the
-//     reason while the config is broken. Running pods are never touched.
+//     seconds) and in full every GC period, logs what it finds, and keeps
+//     it in Err. That is nodeagent's finding, not the runtime's word: as
+//     the kubelet, the agent lets only the runtime's NetworkReady hold pods
+//     back (a CNI config dir nodeagent checks may not be the one the
+//     runtime reads, and a runtime that loaded a config is believed);
+//     the agent adds Err to a not-ready runtime's message. Running pods are
+//     never touched.
+//   - RuntimeDirs: where the runtime says it keeps its CNI config and
+//     plugins (containerd's verbose CRI Status info), so the agent checks
+//     the runtime's own dir when it was not given one; "" when the runtime
+//     does not say.
 //   - GC: releases attachments and host-local IPs leaked by crashes. The
 //     valid set is every sandbox the runtime knows, of any CRI client
 //     (several agents may share one containerd) and in any state (the

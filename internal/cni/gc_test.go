@@ -185,7 +185,7 @@ func (r gcRig) files(dir string) []string {
 
 func (r gcRig) monitor(t *testing.T, sbs Sandboxes, clk *clocktesting.FakeClock, log *zap.Logger) *Monitor {
 	t.Helper()
-	m, err := NewMonitor(MonitorConfig{ConfDir: r.conf, BinDir: r.bin, CacheDir: r.cache, Sandboxes: sbs, GCPeriod: 30 * time.Second, Clock: clk, Logger: log})
+	m, err := NewMonitor(MonitorConfig{ConfDir: r.conf, BinDirs: []string{r.bin}, CacheDir: r.cache, Sandboxes: sbs, GCPeriod: 30 * time.Second, Clock: clk, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,8 @@ type Sandboxes interface {
 
 // MonitorConfig configures a Monitor.
 type MonitorConfig struct {
-	ConfDir string // the runtime's CNI config dir
-	BinDir  string // the runtime's CNI plugin dir
+	ConfDir string   // the runtime's CNI config dir
+	BinDirs []string // the runtime's CNI plugin dirs, searched in order
 	// CacheDir is libcni's cache dir the runtime uses; "" for libcni's
 	// default, /var/lib/cni (containerd has no knob for it).
 	CacheDir  string
@@ -61,8 +61,8 @@ type Monitor struct {
 
 // NewMonitor validates cfg.
 func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
-	if cfg.ConfDir == "" || cfg.BinDir == "" || cfg.Clock == nil || cfg.Logger == nil {
-		return nil, errors.New("cni monitor: ConfDir, BinDir, Clock and Logger are required")
+	if cfg.ConfDir == "" || len(cfg.BinDirs) == 0 || cfg.Clock == nil || cfg.Logger == nil {
+		return nil, errors.New("cni monitor: ConfDir, BinDirs, Clock and Logger are required")
 	}
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = libcni.CacheDir
@@ -76,14 +76,13 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 	return &Monitor{cfg: cfg, log: cfg.Logger.Named("cni")}, nil
 }
 
-// Err is the current config problem, nil when the config validates.
+// Err is the current config problem, nil when the config validates. It
+// is nodeagent's finding, not the runtime's word: the caller decides what
+// it holds back (see the package doc).
 func (m *Monitor) Err() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.err != nil {
-		return fmt.Errorf("CNI network not ready: %w", m.err)
-	}
-	return nil
+	return m.err
 }
 
 // stamp identifies the config the runtime uses: the first file's name,
@@ -102,8 +101,9 @@ func stamp(confDir string) string {
 
 // Recheck validates the config again when its file changed, or always
 // with force, and logs what changed: a config broken at run time (an
-// operator's edit, a plugin removed) loudly, as an error. Running pods are
-// untouched either way; the runtime reads the file itself.
+// operator's edit, a plugin removed) loudly, as an error. Nothing else
+// follows from it here: running pods are untouched, and whether new ones
+// wait is the runtime's NetworkReady (the runtime reads the file itself).
 func (m *Monitor) Recheck(ctx context.Context, force bool) {
 	s := stamp(m.cfg.ConfDir)
 	first := m.stamp == ""
@@ -114,7 +114,7 @@ func (m *Monitor) Recheck(ctx context.Context, force bool) {
 	m.stamp = s
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	n, err := Check(cctx, m.cfg.ConfDir, m.cfg.BinDir)
+	n, err := Check(cctx, m.cfg.ConfDir, m.cfg.BinDirs...)
 	m.mu.Lock()
 	m.err = err
 	if err == nil {
@@ -124,10 +124,10 @@ func (m *Monitor) Recheck(ctx context.Context, force bool) {
 	fields := []zap.Field{zap.String("file", n.File), zap.String("network", n.Name)}
 	switch {
 	case err != nil && (changed || err.Error() != m.lastErr):
-		m.log.Error("CNI config is broken: pods that need the pod network wait (running pods are untouched); fix or restore the file",
+		m.log.Error("CNI config is broken: new pods' sandboxes may fail to get a network (running pods are untouched); fix or restore the file",
 			append(fields, zap.Bool("changed", changed), zap.Error(err))...)
 	case err != nil && first:
-		m.log.Warn("CNI configuration problem; pods that need the pod network wait until it is fixed", append(fields, zap.Error(err))...)
+		m.log.Warn("CNI configuration problem: new pods' sandboxes may fail to get a network until it is fixed", append(fields, zap.Error(err))...)
 	case err == nil && (first || changed || m.lastErr != ""):
 		m.log.Info("CNI network", append(fields, zap.String("cniVersion", n.CNIVersion), zap.Strings("plugins", n.Plugins), zap.Bool("changed", changed))...)
 	}
@@ -194,7 +194,7 @@ func (m *Monitor) GC(ctx context.Context) (GCResult, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	c := libcni.NewCNIConfigWithCacheDir([]string{m.cfg.BinDir}, m.cfg.CacheDir, nil)
+	c := libcni.NewCNIConfigWithCacheDir(m.cfg.BinDirs, m.cfg.CacheDir, nil)
 	for _, a := range staleAttachments(list.Name, cached, knownSet, now, grace) {
 		rt := &libcni.RuntimeConf{ContainerID: a.ContainerID, NetNS: a.NetNS, IfName: a.IfName,
 			Args: a.CniArgs, CapabilityArgs: a.CapabilityArgs}
@@ -219,7 +219,7 @@ func (m *Monitor) GC(ctx context.Context) (GCResult, error) {
 	}
 	cached, _ = cachedAttachments(m.cfg.CacheDir)
 	valid := validAttachments(known, cached, all, now, grace)
-	noCache := libcni.NewCNIConfigWithCacheDir([]string{m.cfg.BinDir}, filepath.Join(m.cfg.CacheDir, "nodeagent-gc-no-cache"), nil)
+	noCache := libcni.NewCNIConfigWithCacheDir(m.cfg.BinDirs, filepath.Join(m.cfg.CacheDir, "nodeagent-gc-no-cache"), nil)
 	if err := noCache.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
 		errs = append(errs, fmt.Errorf("CNI GC: %w", err))
 	}
