@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -27,6 +28,9 @@ import (
 // as with the kubelet.
 type options struct {
 	configFile               string
+	// configWarnings name the config file's fields nodeagent does not
+	// implement (logged at start: never silently ignored).
+	configWarnings []string
 	manifestDir              string
 	fileCheckFrequency       time.Duration
 	manifestURL              string
@@ -445,7 +449,84 @@ func applyConfigFile(o *options, path string, set map[string]bool) error {
 	}
 	dur("image-minimum-gc-age", &o.imageMinimumGCAge, kc.ImageMinimumGCAge.Duration)
 	dur("image-maximum-gc-age", &o.imageMaximumGCAge, kc.ImageMaximumGCAge.Duration)
+	applyNodeFields(o, &kc, set)
+	raw := map[string]any{}
+	if err := yaml.Unmarshal(body, &raw); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	if _, given := raw["rotateCertificates"]; given && !set["rotate-certificates"] {
+		o.rotateCertificates = kc.RotateCertificates
+	}
+	o.configWarnings = unimplementedFields(raw)
 	return nil
+}
+
+// applyNodeFields applies the config file's node, eviction and API
+// client fields the command line did not set.
+func applyNodeFields(o *options, kc *kubeletv1beta1.KubeletConfiguration, set map[string]bool) {
+	thresholds := func(flag string, dst *string, m map[string]string, op string) {
+		if set[flag] || len(m) == 0 {
+			return
+		}
+		parts := make([]string, 0, len(m))
+		for k, v := range m {
+			parts = append(parts, k+op+v)
+		}
+		sort.Strings(parts)
+		*dst = strings.Join(parts, ",")
+	}
+	thresholds("eviction-hard", &o.evictionHard, kc.EvictionHard, "<")
+	thresholds("eviction-soft", &o.evictionSoft, kc.EvictionSoft, "<")
+	thresholds("eviction-soft-grace-period", &o.evictionSoftGracePeriod, kc.EvictionSoftGracePeriod, "=")
+	if !set["eviction-pressure-transition-period"] && kc.EvictionPressureTransitionPeriod.Duration != 0 {
+		o.evictionPressureTransition = kc.EvictionPressureTransitionPeriod.Duration
+	}
+	if !set["eviction-max-pod-grace-period"] && kc.EvictionMaxPodGracePeriod != 0 {
+		o.evictionMaxPodGracePeriod = int64(kc.EvictionMaxPodGracePeriod)
+	}
+	for _, r := range []struct {
+		flag string
+		dst  *kvFlag
+		m    map[string]string
+	}{{"kube-reserved", &o.kubeReserved, kc.KubeReserved}, {"system-reserved", &o.systemReserved, kc.SystemReserved}} {
+		if !set[r.flag] && len(r.m) > 0 {
+			r.dst.m = maps.Clone(r.m)
+		}
+	}
+	if !set["register-node"] && kc.RegisterNode != nil {
+		o.registerNode = *kc.RegisterNode
+	}
+	if !set["register-with-taints"] && len(kc.RegisterWithTaints) > 0 {
+		parts := make([]string, 0, len(kc.RegisterWithTaints))
+		for _, t := range kc.RegisterWithTaints {
+			parts = append(parts, t.ToString())
+		}
+		o.registerWithTaints = strings.Join(parts, ",")
+	}
+	for _, d := range []struct {
+		flag string
+		dst  *time.Duration
+		v    time.Duration
+	}{
+		{"node-status-update-frequency", &o.nodeStatusUpdateFrequency, kc.NodeStatusUpdateFrequency.Duration},
+		{"node-status-report-frequency", &o.nodeStatusReportFrequency, kc.NodeStatusReportFrequency.Duration},
+	} {
+		if !set[d.flag] && d.v != 0 {
+			*d.dst = d.v
+		}
+	}
+	if !set["node-lease-duration-seconds"] && kc.NodeLeaseDurationSeconds != 0 {
+		o.nodeLeaseDurationSeconds = int(kc.NodeLeaseDurationSeconds)
+	}
+	if !set["kube-api-qps"] && kc.KubeAPIQPS != nil && *kc.KubeAPIQPS != 0 {
+		o.kubeAPIQPS = float64(*kc.KubeAPIQPS)
+	}
+	if !set["kube-api-burst"] && kc.KubeAPIBurst != 0 {
+		o.kubeAPIBurst = int(kc.KubeAPIBurst)
+	}
+	if !set["v"] && kc.Logging.Verbosity != 0 {
+		o.verbosity = int(kc.Logging.Verbosity)
+	}
 }
 
 func (o *options) validate() error {

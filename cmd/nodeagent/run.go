@@ -73,6 +73,9 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer log.Sync() //nolint:errcheck
+	if len(o.configWarnings) > 0 {
+		log.Warn("config file fields nodeagent does not implement are ignored", zap.String("file", o.configFile), zap.Strings("fields", o.configWarnings))
+	}
 	// client-go and its certificate managers log through klog: into the
 	// agent's log, not a second format on stderr.
 	klog.SetLogger(zapr.NewLogger(log.Named("klog")))

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
@@ -175,5 +177,57 @@ func configz(o *options) kubeletv1beta1.KubeletConfiguration {
 		NodeStatusReportFrequency:   d(o.nodeStatusReportFrequency),
 		NodeLeaseDurationSeconds:    int32(o.nodeLeaseDurationSeconds),
 		RegisterNode:                b(o.registerNode),
+		RegisterWithTaints:          o.taints,
+		StaticPodURLHeader:          headers(o.manifestURLHeader.m),
+		CPUManagerReconcilePeriod:   d(o.cpuManagerReconcilePeriod),
+		CPUManagerPolicyOptions:     o.cpuManagerPolicyOptions.m,
+		ResolverConfig:              &o.resolvConf,
+		EnforceNodeAllocatable:      o.enforceNodeAllocatable,
+		ContainerLogMaxWorkers:      i32(o.containerLogMaxWorkers),
+		ContainerLogMonitorInterval: &metav1.Duration{Duration: o.containerLogMonitorInterval},
+		MaxParallelImagePulls:       i32(o.maxParallelImagePulls),
+		ImageMinimumGCAge:           d(o.imageMinimumGCAge),
+		ImageMaximumGCAge:           d(o.imageMaximumGCAge),
+		CrashLoopBackOff: kubeletv1beta1.CrashLoopBackOffConfig{
+			MaxContainerRestartPeriod: &metav1.Duration{Duration: o.maxRestartBackoff},
+		},
+		EvictionHard:                     thresholdMap(o.evictionHard, "<"),
+		EvictionSoft:                     thresholdMap(o.evictionSoft, "<"),
+		EvictionSoftGracePeriod:          thresholdMap(o.evictionSoftGracePeriod, "="),
+		EvictionPressureTransitionPeriod: d(o.evictionPressureTransition),
+		EvictionMaxPodGracePeriod:        int32(o.evictionMaxPodGracePeriod),
+		KubeReserved:                     o.kubeReserved.m,
+		SystemReserved:                   o.systemReserved.m,
+		KubeAPIQPS:                       i32(int(o.kubeAPIQPS)),
+		KubeAPIBurst:                     int32(o.kubeAPIBurst),
+		RotateCertificates:               o.rotateCertificates,
+		Logging:                          logsapi.LoggingConfiguration{Verbosity: logsapi.VerbosityLevel(o.verbosity)},
 	}
+}
+
+// headers is --manifest-url-header in the config's shape.
+func headers(m map[string]string) map[string][]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for k, v := range m {
+		out[k] = []string{v}
+	}
+	return out
+}
+
+// thresholdMap is a "signal<quantity,…" (op "<") or "signal=duration,…"
+// (op "=") setting in the config's map shape.
+func thresholdMap(s, op string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(kv), op); ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
