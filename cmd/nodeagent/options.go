@@ -27,10 +27,10 @@ import (
 // sets the same settings, and flags given on the command line win over it,
 // as with the kubelet.
 type options struct {
-	configFile               string
+	configFile string
 	// configWarnings name the config file's fields nodeagent does not
 	// implement (logged at start: never silently ignored).
-	configWarnings []string
+	configWarnings           []string
 	manifestDir              string
 	fileCheckFrequency       time.Duration
 	manifestURL              string

@@ -24,6 +24,10 @@ import (
 //	                                          restart containers whose spec changed or
 //	                                          whose liveness or startup probe failed
 //	every app container done (not Always) ──> stop the sidecars, last first
+//	ready sandbox, app containers not done ──> start each ephemeral container
+//	                                          that has no instance, once: never
+//	                                          restarted, even while the pod
+//	                                          initialises (as the kubelet)
 type actions struct {
 	killPod       bool
 	createSandbox bool
@@ -37,6 +41,9 @@ type actions struct {
 	initFailed bool
 	// start are indexes into spec.containers.
 	start []int
+	// startEphemeral are indexes into spec.ephemeralContainers, started
+	// before the others (the kubelet's SyncPod order).
+	startEphemeral []int
 	// kill are running containers to stop, in order, before their
 	// replacements start.
 	kill []killInfo
@@ -96,7 +103,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 	a.attempt = sb.Attempt
 	inSandbox := func(name string, init bool) *pod.Container {
 		for _, c := range st.Containers {
-			if c.Name == name && c.Init == init && c.SandboxID == sb.ID {
+			if c.Name == name && c.Init == init && !c.Ephemeral && c.SandboxID == sb.ID {
 				return c
 			}
 		}
@@ -110,6 +117,18 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 		initialised = initialised || inSandbox(p.Spec.Containers[i].Name, false) != nil
 	}
 	done := appContainersDone(p, st, inSandbox)
+
+	// Ephemeral containers (kubectl debug): each once, whatever became of
+	// its instance (in this sandbox or an earlier one), and whatever the
+	// init containers do; not in a pod whose app containers are over.
+	// They are killed only with the pod (stopPod).
+	if !done {
+		for i := range p.Spec.EphemeralContainers {
+			if st.LatestEphemeral(p.Spec.EphemeralContainers[i].Name) == nil {
+				a.startEphemeral = append(a.startEphemeral, i)
+			}
+		}
+	}
 
 	// Init containers, strictly in order. Sidecars stay up beside what
 	// follows them.
@@ -172,6 +191,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 			if p.Spec.RestartPolicy == v1.RestartPolicyNever {
 				a.initFailed = true
 				a.killPod = st.Running()
+				a.startEphemeral = nil
 				return a
 			}
 			a.startInit = append(a.startInit, i)
@@ -217,7 +237,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 	for _, c := range st.Containers {
 		if c.SandboxID == sb.ID && c.State == pod.ContainerRunning {
 			running = true
-			if !c.Init && !wanted[c.Name] {
+			if !c.Init && !c.Ephemeral && !wanted[c.Name] {
 				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Stopping container %s", c.Name), gracePeriod(p, c)})
 			}
 		}
@@ -231,7 +251,7 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 			}
 		}
 	}
-	a.stopSandbox = len(a.start) == 0 && len(a.startInit) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
+	a.stopSandbox = len(a.start) == 0 && len(a.startInit) == 0 && len(a.startEphemeral) == 0 && len(a.kill) == 0 && !running && p.Spec.RestartPolicy != v1.RestartPolicyAlways
 	return a
 }
 

@@ -517,3 +517,105 @@ func TestComputeActionsProbesAndSidecars(t *testing.T) {
 		})
 	}
 }
+
+// ephIn is an ephemeral container instance in sandbox sbID.
+func ephIn(sbID, name string, state pod.ContainerState, exitCode int32) *pod.Container {
+	return &pod.Container{ID: sbID + "-" + name, SandboxID: sbID, Name: name, State: state, ExitCode: exitCode, Ephemeral: true}
+}
+
+// withDebug adds an ephemeral container "dbg" targeting "app", as
+// kubectl debug --target=app -c dbg does.
+func withDebug(p *v1.Pod) *v1.Pod {
+	p = p.DeepCopy()
+	p.Spec.EphemeralContainers = []v1.EphemeralContainer{{
+		EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "busybox:1.36"},
+		TargetContainerName:      "app",
+	}}
+	return p
+}
+
+func TestComputeActionsEphemeral(t *testing.T) {
+	debugPod, debugPodInit := withDebug(actPod), withDebug(actPodInit)
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		st   *pod.RuntimeStatus
+		want actions
+	}{
+		{
+			name: "running pod, no instance yet: start it, nothing else",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1", startEphemeral: []int{0}},
+		},
+		{
+			name: "running: left alone, not stopped as a container the spec lacks",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ephIn("sb1", "dbg", running, 0), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1"},
+		},
+		{
+			name: "exited 0: never restarted",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ephIn("sb1", "dbg", exited, 0), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1"},
+		},
+		{
+			name: "exited 1 under restartPolicy Always: never restarted",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ephIn("sb1", "dbg", exited, 1), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1"},
+		},
+		{
+			name: "created and never started: left as it is, as the kubelet",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, true)), ephIn("sb1", "dbg", created, 0), ctrIn("sb1", "app", running, 0), ctrIn("sb1", "side", running, 0)),
+			want: actions{sandboxID: "sb1"},
+		},
+		{
+			name: "ran in an earlier sandbox: not started in the new one",
+			pod:  debugPod,
+			st: rs(sbList(sb("sb2", 1, true), sb("sb1", 0, false)), ctrIn("sb2", "app", running, 0), ctrIn("sb2", "side", running, 0),
+				ephIn("sb1", "dbg", exited, 137), ctrIn("sb1", "app", exited, 137)),
+			want: actions{sandboxID: "sb2", attempt: 1},
+		},
+		{
+			name: "no ready sandbox: the pod is not running, only the sandbox and its containers start",
+			pod:  debugPod,
+			st:   rs(sbList(sb("sb1", 0, false)), ctrIn("sb1", "app", exited, 0)),
+			want: actions{createSandbox: true, attempt: 1, start: []int{0, 1}},
+		},
+		{
+			name: "while the pod initialises: started beside the running init container (the kubelet)",
+			pod:  debugPodInit,
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", running, 0)),
+			want: actions{sandboxID: "sb1", startEphemeral: []int{0}},
+		},
+		{
+			name: "app containers done (restartPolicy Never): not started; the sandbox stops",
+			pod:  policy(debugPod, v1.RestartPolicyNever),
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 0)),
+			want: actions{sandboxID: "sb1", stopSandbox: true},
+		},
+		{
+			name: "still running when the app containers are done: kept, and the sandbox with it",
+			pod:  policy(debugPod, v1.RestartPolicyNever),
+			st:   rs(sbList(sb("sb1", 0, true)), ephIn("sb1", "dbg", running, 0), ctrIn("sb1", "app", exited, 0), ctrIn("sb1", "side", exited, 0)),
+			want: actions{sandboxID: "sb1"},
+		},
+		{
+			name: "init container failed under restartPolicy Never: the pod is over, nothing starts",
+			pod:  policy(debugPodInit, v1.RestartPolicyNever),
+			st:   rs(sbList(sb("sb1", 0, true)), ctrIn("sb1", "init-0", exited, 1)),
+			want: actions{sandboxID: "sb1", initFailed: true, killPod: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := computeActions(tt.pod, specHash, tt.st, nil)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(actions{}, killInfo{})); diff != "" {
+				t.Errorf("computeActions() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

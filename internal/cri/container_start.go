@@ -36,11 +36,31 @@ type startError struct {
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
+// startSpec is one container of the pod's spec to start (kuberuntime's
+// startSpec): an app or init container, or an ephemeral one, whose
+// EphemeralContainerCommon c then is (the same fields as a Container;
+// validation forbids it probes, ports, resources and lifecycle).
+type startSpec struct {
+	c    *v1.Container
+	init bool
+	// ephemeral is set for an ephemeral container.
+	ephemeral *v1.EphemeralContainer
+}
+
+func appSpec(c *v1.Container) startSpec  { return startSpec{c: c} }
+func initSpec(c *v1.Container) startSpec { return startSpec{c: c, init: true} }
+func ephemeralSpec(ec *v1.EphemeralContainer) startSpec {
+	return startSpec{c: (*v1.Container)(&ec.EphemeralContainerCommon), ephemeral: ec}
+}
+
 // containerConfig builds the CRI config of one container
 // (kuberuntime_container.go generateContainerConfig).
 //
-// podIPs are the sandbox's IPs, primary first.
-func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Container, restartCount int, init bool, imageRef string, podIPs []string) (*runtimeapi.ContainerConfig, error) {
+// podIPs are the sandbox's IPs, primary first. targetID, for an
+// ephemeral container with a targetContainerName, is the running target
+// whose process namespace it joins.
+func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, restartCount int, imageRef string, podIPs []string, targetID string) (*runtimeapi.ContainerConfig, error) {
+	c := s.c
 	podIP := primaryIP(podIPs)
 	env, err := r.envFor(ctx, p, c, podIPs)
 	if err != nil {
@@ -64,7 +84,7 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 		Envs:        kv,
 		Mounts:      mounts,
 		Labels:      containerLabels(p, c),
-		Annotations: containerAnnotations(p, c, restartCount, init),
+		Annotations: containerAnnotations(p, s, restartCount),
 		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,
@@ -76,6 +96,11 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, c *v1.Containe
 	}
 	if err := r.applySecurityProfiles(p, c, cfg.Linux.SecurityContext); err != nil {
 		return nil, err
+	}
+	if ns := cfg.Linux.SecurityContext.NamespaceOptions; targetID != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
+		// As the kubelet: the target's process namespace, unless the
+		// pod shares one (or the host's) already.
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, targetID
 	}
 	hosts, err := r.cfg.Volumes.HostsMount(p, c, podIP, podvolumes.Hosts{Hostname: podHostname(p), ClusterDomain: r.cfg.ClusterDomain, NodeFile: r.cfg.NodeHostsFile})
 	if err != nil {
@@ -170,17 +195,22 @@ func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecur
 // runtime recorded as an exit (containerd: exit 128, StartError) is kept,
 // as the kubelet keeps it: it is the instance the restart policy, the
 // CrashLoopBackOff and the restart count are judged on.
-func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger) (retErr error) {
+func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, s startSpec, sandboxID string, sandbox *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger) (retErr error) {
+	c, init := s.c, s.init
 	podIP := primaryIP(podIPs)
 	imageRef, err := r.ensureImage(ctx, p, c, sandbox)
 	if err != nil {
 		return err
 	}
 	restartCount := 0
-	if prev := st.Latest(c.Name, init); prev != nil {
+	if prev := st.Latest(c.Name, init); prev != nil && s.ephemeral == nil {
 		restartCount = prev.RestartCount + 1
 	}
-	cfg, err := r.containerConfig(ctx, p, c, restartCount, init, imageRef, podIPs)
+	targetID, err := ephemeralTarget(s, sandboxID, st)
+	if err != nil {
+		return err
+	}
+	cfg, err := r.containerConfig(ctx, p, s, restartCount, imageRef, podIPs, targetID)
 	if err == nil {
 		err = r.mutateConfig(ctx, Target{Pod: p, Container: c, PodIP: podIP}, cfg)
 	}
@@ -240,11 +270,39 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, c *v1.Container
 		grace := gracePeriod(p, nil)
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Duration(max(grace, minGracePeriod))*time.Second+r.cfg.CallTimeout)
 		defer cancel()
-		started := &pod.Container{ID: created.ContainerId, Name: c.Name, Init: init, State: pod.ContainerRunning}
+		started := &pod.Container{ID: created.ContainerId, Name: c.Name, Init: init, Ephemeral: s.ephemeral != nil, State: pod.ContainerRunning}
 		if err := r.killContainer(kctx, p, started, grace, podIP, EventFailedPostStartHook, log); err != nil {
 			log.Warn("kill container after its failed post-start phase", zap.Error(err))
 		}
 		return &startError{ReasonPostStartHookError, fmt.Errorf("PostStartHook failed: %s", msg)}
 	}
 	return nil
+}
+
+// ephemeralTarget is the container ID whose process namespace an
+// ephemeral container joins: the running instance, in the pod's sandbox,
+// of its targetContainerName (an app or init container); "" for any
+// other container. A target that does not run (yet, or any more) fails
+// the start, which the next sync tries again: the runtime could not join
+// a namespace that is gone (the kubelet's getTargetID, whose newest
+// instance the runtime then refuses when it is not running).
+func ephemeralTarget(s startSpec, sandboxID string, st *pod.RuntimeStatus) (string, error) {
+	if s.ephemeral == nil || s.ephemeral.TargetContainerName == "" {
+		return "", nil
+	}
+	name := s.ephemeral.TargetContainerName
+	var found bool
+	for _, c := range st.Containers { // newest first
+		if c.Name != name || c.Ephemeral {
+			continue
+		}
+		found = true
+		if c.SandboxID == sandboxID && c.State == pod.ContainerRunning {
+			return c.ID, nil
+		}
+	}
+	if !found {
+		return "", &startError{ReasonCreateContainerConfigError, fmt.Errorf("unable to find target container %s", name)}
+	}
+	return "", &startError{ReasonCreateContainerError, fmt.Errorf("target container %s is not running", name)}
 }

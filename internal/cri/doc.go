@@ -19,6 +19,21 @@
 // InspectPod first sees the exit (termination.go: its message file, or
 // the tail of its CRI log with FallbackToLogsOnError).
 //
+// Ephemeral containers (kubectl debug, added through the pod's
+// ephemeralcontainers subresource) are started as the kubelet starts
+// them: once, in the pod's ready sandbox, before any other container of
+// the sync and even while the pod initialises; never again whatever their
+// exit, nor in a later sandbox; not in a pod whose app containers are
+// over; stopped only with the pod. Their config is a regular container's
+// (image pulled with the pod's pull secrets, env, mounts, security
+// context, stdin/tty) in the process namespace of their
+// targetContainerName's running instance (pid TARGET) when the pod's
+// containers have their own, and they are marked with
+// AnnotationEphemeral so the runtime's listing alone tells them apart.
+// Adding one changes no hash: each container's hash covers that container
+// only, and static pods, whose content hash is recorded on the sandbox,
+// have none.
+//
 // Pod directories and the volumes in them belong to package podvolumes
 // (Config.Volumes): cri asks it for a container's volume mounts and
 // /etc/hosts before each start, for a refresh of the rendered volumes on

@@ -17,11 +17,11 @@ import (
 )
 
 // stopPod stops the pod's running containers, each with the grace
-// period (its preStop first): the app and plain init containers at once,
-// then the sidecars one by one, last first, with what is left of the
-// grace period (the kubelet's termination order); then every sandbox
-// (which tears down its network). p may be nil (an orphan: no order, no
-// hooks); it is only used for events and hooks.
+// period (its preStop first): the app, plain init and ephemeral
+// containers at once, then the sidecars one by one, last first, with
+// what is left of the grace period (the kubelet's termination order);
+// then every sandbox (which tears down its network). p may be nil (an
+// orphan: no order, no hooks); it is only used for events and hooks.
 func (r *Runtime) stopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64, log *zap.Logger) error {
 	podIP := ""
 	if sb := st.LatestSandbox(); sb != nil {

@@ -37,6 +37,10 @@ const (
 	AnnotationSpecHash = "io.nodeagent.pod.spec-hash"
 	// AnnotationInit marks init containers.
 	AnnotationInit = "io.nodeagent.container.init"
+	// AnnotationEphemeral marks ephemeral containers (kubectl debug),
+	// which are never restarted; the kubelet tells them apart by the
+	// pod's spec, which a restarted agent or housekeeping may not have.
+	AnnotationEphemeral = "io.nodeagent.container.ephemeral"
 )
 
 func podLabels(p *v1.Pod) map[string]string {
@@ -74,7 +78,8 @@ func containerLabels(p *v1.Pod, c *v1.Container) map[string]string {
 	}
 }
 
-func containerAnnotations(p *v1.Pod, c *v1.Container, restartCount int, init bool) map[string]string {
+func containerAnnotations(p *v1.Pod, s startSpec, restartCount int) map[string]string {
+	c := s.c
 	a := map[string]string{
 		AnnotationContainerHash:        HashContainer(c),
 		AnnotationRestartCount:         strconv.Itoa(restartCount),
@@ -94,14 +99,20 @@ func containerAnnotations(p *v1.Pod, c *v1.Container, restartCount int, init boo
 			a[AnnotationContainerPreStop] = string(b)
 		}
 	}
-	if init {
+	if s.init {
 		a[AnnotationInit] = "true"
+	}
+	if s.ephemeral != nil {
+		a[AnnotationEphemeral] = "true"
 	}
 	return a
 }
 
 // HashContainer hashes the whole container spec: any change to it, unlike
-// the kubelet's hash of a subset of fields, restarts the container.
+// the kubelet's hash of a subset of fields, restarts the container. It
+// covers one container only: adding an ephemeral container to the pod
+// changes no other container's hash (nor the static pods' config hash,
+// as static pods have no ephemeral containers).
 func HashContainer(c *v1.Container) string {
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -82,6 +82,7 @@ func TestContainerAnnotations(t *testing.T) {
 		name         string
 		restartCount int
 		init         bool
+		ephemeral    bool
 		want         map[string]string
 	}{
 		{
@@ -112,10 +113,28 @@ func TestContainerAnnotations(t *testing.T) {
 				"io.nodeagent.container.init":                      "true",
 			},
 		},
+		{
+			name:      "ephemeral container",
+			ephemeral: true,
+			want: map[string]string{
+				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.restartCount":             "0",
+				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
+				"io.kubernetes.container.terminationMessagePolicy": "File",
+				"io.kubernetes.pod.terminationGracePeriod":         "45",
+				"io.kubernetes.container.ports":                    `[{"name":"http","containerPort":80,"protocol":"TCP"}]`,
+				"io.kubernetes.container.preStopHandler":           `{"exec":{"command":["sleep","5"]}}`,
+				"io.nodeagent.container.ephemeral":                 "true",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := containerAnnotations(labelPod, c, tt.restartCount, tt.init)
+			s := startSpec{c: c, init: tt.init}
+			if tt.ephemeral {
+				s.ephemeral = &v1.EphemeralContainer{EphemeralContainerCommon: v1.EphemeralContainerCommon(*c)}
+			}
+			got := containerAnnotations(labelPod, s, tt.restartCount)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("containerAnnotations() (-want +got):\n%s", diff)
 			}

@@ -165,6 +165,7 @@ func containerFromList(c *runtimeapi.Container) *pod.Container {
 		CreatedAt: time.Unix(0, c.CreatedAt),
 		Hash:      c.Annotations[AnnotationContainerHash],
 		Init:      c.Annotations[AnnotationInit] == "true",
+		Ephemeral: c.Annotations[AnnotationEphemeral] == "true",
 		ImageRef:  c.ImageRef,
 	}
 	if c.Image != nil {

@@ -108,12 +108,22 @@ func namespaceOptions(p *v1.Pod) *runtimeapi.NamespaceOption {
 	return ns
 }
 
+// anyPrivileged reports a privileged init, app or ephemeral container
+// (the kubelet's HasPrivilegedContainer): the sandbox is privileged too.
 func anyPrivileged(p *v1.Pod) bool {
+	privileged := func(sc *v1.SecurityContext) bool {
+		return sc != nil && sc.Privileged != nil && *sc.Privileged
+	}
 	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for _, c := range cs {
-			if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
+			if privileged(c.SecurityContext) {
 				return true
 			}
+		}
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		if privileged(c.SecurityContext) {
+			return true
 		}
 	}
 	return false

@@ -109,11 +109,16 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 			return res
 		}
 	}
+	// Ephemeral containers first, as the kubelet: an init container that
+	// cannot start does not keep a debugging container out.
+	for _, i := range a.startEphemeral {
+		r.startOne(ctx, p, ephemeralSpec(&p.Spec.EphemeralContainers[i]), sandboxID, sbCfg, st, podIPs, log, &res)
+	}
 	for _, i := range a.startInit {
-		r.startOne(ctx, p, &p.Spec.InitContainers[i], true, sandboxID, sbCfg, st, podIPs, log, &res)
+		r.startOne(ctx, p, initSpec(&p.Spec.InitContainers[i]), sandboxID, sbCfg, st, podIPs, log, &res)
 	}
 	for _, i := range a.start {
-		r.startOne(ctx, p, &p.Spec.Containers[i], false, sandboxID, sbCfg, st, podIPs, log, &res)
+		r.startOne(ctx, p, appSpec(&p.Spec.Containers[i]), sandboxID, sbCfg, st, podIPs, log, &res)
 	}
 	if a.stopSandbox {
 		log.Info("pod completed; stopping its sandbox")
@@ -128,11 +133,16 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 // startOne starts one container unless its CrashLoopBackOff is running,
 // recording the outcome in res. The first restart of a crashed container
 // happens at once; later ones wait 10s, 20s, 40s … (the kubelet's
-// doBackOff): the delay counts from the last instance's exit.
-func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init bool, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger, res *pod.SyncResult) {
+// doBackOff): the delay counts from the last instance's exit. An
+// ephemeral container has no earlier instance (it is never restarted).
+func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, s startSpec, sandboxID string, sbCfg *runtimeapi.PodSandboxConfig, st *pod.RuntimeStatus, podIPs []string, log *zap.Logger, res *pod.SyncResult) {
+	c := s.c
 	log = log.With(zap.String("container", c.Name))
+	if s.ephemeral != nil {
+		log = log.With(zap.Bool("ephemeral", true))
+	}
 	key := string(p.UID) + "/" + c.Name + "/" + HashContainer(c)
-	if prev := st.Latest(c.Name, init); prev != nil && prev.State == pod.ContainerExited {
+	if prev := st.Latest(c.Name, s.init); prev != nil && prev.State == pod.ContainerExited && s.ephemeral == nil {
 		if left := r.cfg.CrashLoop.Remaining(key, prev.FinishedAt); left > 0 {
 			r.event(p, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s", c.Name, pod.FullName(p))
 			res.SetWaiting(c.Name, ReasonCrashLoopBackOff,
@@ -141,7 +151,7 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, c *v1.Container, init
 		}
 		r.cfg.CrashLoop.Next(key)
 	}
-	err := r.startContainer(ctx, p, c, init, sandboxID, sbCfg, st, podIPs, log)
+	err := r.startContainer(ctx, p, s, sandboxID, sbCfg, st, podIPs, log)
 	if err == nil {
 		return
 	}

@@ -345,6 +345,7 @@ func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
 	out.Phase, out.Message, out.Reason = s.Phase, s.Message, s.Reason
 	out.HostIP, out.HostIPs, out.PodIP, out.PodIPs = s.HostIP, s.HostIPs, s.PodIP, s.PodIPs
 	out.InitContainerStatuses, out.ContainerStatuses = s.InitContainerStatuses, s.ContainerStatuses
+	out.EphemeralContainerStatuses = s.EphemeralContainerStatuses
 	if s.QOSClass != "" {
 		out.QOSClass = s.QOSClass
 	}

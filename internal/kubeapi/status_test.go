@@ -139,6 +139,32 @@ func TestStatusIsPatchedOnlyWhenItChanges(t *testing.T) {
 	}
 }
 
+// The ephemeral containers' statuses (kubectl debug) are the node's to
+// write, as the others': kubectl waits on them.
+func TestEphemeralContainerStatusesAreWritten(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodRunning)
+	stored.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "busybox"}}}
+	r := newStatusRig(t, stored)
+	s := running()
+	s.EphemeralContainerStatuses = []v1.ContainerStatus{{Name: "dbg", Image: "busybox", ContainerID: "containerd://e1",
+		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
+	r.w.PodStatus(markAPI(stored), s)
+	r.sync(t, "u1")
+	got := r.refresh(t, "default", "a")
+	if len(got.Status.EphemeralContainerStatuses) != 1 || got.Status.EphemeralContainerStatuses[0].ContainerID != "containerd://e1" ||
+		got.Status.EphemeralContainerStatuses[0].State.Running == nil {
+		t.Fatalf("API ephemeralContainerStatuses = %+v, want dbg running", got.Status.EphemeralContainerStatuses)
+	}
+	s = *s.DeepCopy()
+	s.EphemeralContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	r.w.PodStatus(markAPI(got), s)
+	r.sync(t, "u1")
+	got = r.refresh(t, "default", "a")
+	if len(got.Status.EphemeralContainerStatuses) != 1 || got.Status.EphemeralContainerStatuses[0].State.Terminated == nil {
+		t.Fatalf("API ephemeralContainerStatuses = %+v, want dbg terminated", got.Status.EphemeralContainerStatuses)
+	}
+}
+
 func TestFinishedPodIsNeverWrittenBackToRunning(t *testing.T) {
 	stored := apiPod("u1", "a", v1.PodSucceeded)
 	r := newStatusRig(t, stored)

@@ -51,6 +51,10 @@ type Container struct {
 	Hash string
 	// Init is true for init containers.
 	Init bool
+	// Ephemeral is true for ephemeral containers (kubectl debug): started
+	// once in a running pod, never restarted, not part of its phase or
+	// readiness.
+	Ephemeral bool
 	// GracePeriod is the pod's termination grace recorded at creation,
 	// used to kill containers whose pod object is gone.
 	GracePeriod int64
@@ -74,13 +78,28 @@ func (s *RuntimeStatus) LatestSandbox() *Sandbox {
 	return s.Sandboxes[0]
 }
 
-// Latest returns the newest container of that name (init or not) or nil.
+// Latest returns the newest app (init false) or init container of that
+// name, or nil; ephemeral containers are not looked at.
 func (s *RuntimeStatus) Latest(name string, init bool) *Container {
 	if s == nil {
 		return nil
 	}
 	for _, c := range s.Containers {
-		if c.Name == name && c.Init == init {
+		if c.Name == name && c.Init == init && !c.Ephemeral {
+			return c
+		}
+	}
+	return nil
+}
+
+// LatestEphemeral returns the newest ephemeral container of that name,
+// in any sandbox, or nil.
+func (s *RuntimeStatus) LatestEphemeral(name string) *Container {
+	if s == nil {
+		return nil
+	}
+	for _, c := range s.Containers {
+		if c.Name == name && c.Ephemeral {
 			return c
 		}
 	}

@@ -267,6 +267,29 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// A volume only an ephemeral container (kubectl debug) mounts is
+// refreshed while it runs, as the others'.
+func TestRefreshEphemeralContainerMounts(t *testing.T) {
+	h := newHarness(t, true)
+	p := volPod([]v1.Volume{{Name: "tok", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+		{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](600)}}}}}}}, nil)
+	p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+		Name: "dbg", VolumeMounts: []v1.VolumeMount{{Name: "tok", MountPath: "/var/run/secrets/token"}}}}}
+	mounts, err := h.m.Mounts(context.Background(), p, (*v1.Container)(&p.Spec.EphemeralContainers[0].EphemeralContainerCommon), "", noExpand)
+	if err != nil || len(mounts) != 1 {
+		t.Fatalf("Mounts() = %v, %v", mounts, err)
+	}
+	st := &pod.RuntimeStatus{UID: p.UID, Containers: []*pod.Container{
+		{Name: "app", SandboxID: "sb1", State: pod.ContainerRunning},
+		{Name: "dbg", SandboxID: "sb1", State: pod.ContainerRunning, Ephemeral: true},
+	}}
+	h.clock.Step(9 * time.Minute)
+	h.m.Refresh(context.Background(), p, st, "sb1", "", zaptest.NewLogger(t))
+	if got := read(t, mounts[0].HostPath, "token"); got != "token-2-" {
+		t.Errorf("token = %q, want the refreshed token-2-", got)
+	}
+}
+
 func TestHostsMount(t *testing.T) {
 	h := newHarness(t, false)
 	p := volPod(nil, nil)

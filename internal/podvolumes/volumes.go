@@ -244,7 +244,7 @@ func (m *Manager) Refresh(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		if rc.SandboxID != sandboxID || rc.State != pod.ContainerRunning {
 			continue
 		}
-		c := findSpecContainer(p, rc.Name, rc.Init)
+		c := findSpecContainer(p, rc)
 		if c == nil {
 			continue
 		}
@@ -271,14 +271,23 @@ func (m *Manager) Refresh(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	}
 }
 
-// findSpecContainer finds a container (init or not) of p's spec by name.
-func findSpecContainer(p *v1.Pod, name string, init bool) *v1.Container {
+// findSpecContainer finds the spec of a runtime container (app, init or
+// ephemeral) by name.
+func findSpecContainer(p *v1.Pod, rc *pod.Container) *v1.Container {
+	if rc.Ephemeral {
+		for i := range p.Spec.EphemeralContainers {
+			if ec := &p.Spec.EphemeralContainers[i]; ec.Name == rc.Name {
+				return (*v1.Container)(&ec.EphemeralContainerCommon)
+			}
+		}
+		return nil
+	}
 	cs := p.Spec.Containers
-	if init {
+	if rc.Init {
 		cs = p.Spec.InitContainers
 	}
 	for i := range cs {
-		if cs[i].Name == name {
+		if cs[i].Name == rc.Name {
 			return &cs[i]
 		}
 	}

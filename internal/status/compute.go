@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,7 +23,9 @@ import (
 // Ready, PodScheduled. Ready reads the pod's readiness-gate conditions
 // from p.Status.Conditions; Compute does not emit them (their owners do).
 // A hostNetwork pod gets no pod IP here: the Manager, which knows the
-// node's IP, fills it in.
+// node's IP, fills it in. Ephemeral containers are reported in
+// ephemeralContainerStatuses and count for nothing else: not the phase,
+// not initialisation, not readiness.
 func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults) v1.PodStatus {
 	out := v1.PodStatus{QOSClass: pod.QOSClass(p)}
 	sb := st.LatestSandbox()
@@ -99,6 +102,15 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 		out.ContainerStatuses = append(out.ContainerStatuses, cs)
 	}
 
+	for i := range p.Spec.EphemeralContainers {
+		out.EphemeralContainerStatuses = append(out.EphemeralContainerStatuses,
+			ephemeralStatus(&p.Spec.EphemeralContainers[i], st, res, runtimeName, initsDone))
+	}
+	// By name, as the kubelet sorts them.
+	sort.Slice(out.EphemeralContainerStatuses, func(i, j int) bool {
+		return out.EphemeralContainerStatuses[i].Name < out.EphemeralContainerStatuses[j].Name
+	})
+
 	switch {
 	case initFailed:
 		out.Phase = v1.PodFailed
@@ -138,7 +150,7 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 	var latest, previous *pod.Container
 	if st != nil {
 		for _, rc := range st.Containers {
-			if rc.Name != c.Name || rc.Init != init {
+			if rc.Name != c.Name || rc.Init != init || rc.Ephemeral {
 				continue
 			}
 			if latest == nil {
@@ -193,6 +205,39 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 	return cs
 }
 
+// ephemeralStatus reports an ephemeral container as the kubelet does
+// (convertToAPIContainerStatuses over the ephemeral containers): its one
+// instance's state — it is never restarted, so no restart count and no
+// last state — with its container and image IDs; never ready, and no
+// started (the prober manager sets that on the others only). Until it has
+// an instance it is waiting, with why its start failed if it did.
+func ephemeralStatus(ec *v1.EphemeralContainer, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, initsDone bool) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: ec.Name, Image: ec.Image}
+	c := st.LatestEphemeral(ec.Name)
+	if c == nil {
+		w := res.Waiting[ec.Name]
+		if w.Reason == "" {
+			w.Reason = "ContainerCreating"
+			if !initsDone {
+				w.Reason = "PodInitializing"
+			}
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}
+		return cs
+	}
+	cs.ContainerID = runtimeName + "://" + c.ID
+	cs.ImageID = c.ImageRef
+	switch c.State {
+	case pod.ContainerRunning:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(c.StartedAt)}
+	case pod.ContainerExited:
+		cs.State.Terminated = terminated(c, runtimeName)
+	default: // created, not (yet) started; or unknown
+		cs.State.Waiting = &v1.ContainerStateWaiting{}
+	}
+	return cs
+}
+
 func terminated(c *pod.Container, runtimeName string) *v1.ContainerStateTerminated {
 	reason := c.Reason
 	if reason == "" {
@@ -210,7 +255,6 @@ func terminated(c *pod.Container, runtimeName string) *v1.ContainerStateTerminat
 		ContainerID: runtimeName + "://" + c.ID,
 	}
 }
-
 
 // passed reports whether a running instance passed a probe: true without
 // one, else its verdict is success.
@@ -230,7 +274,7 @@ func appStarted(p *v1.Pod, st *pod.RuntimeStatus) bool {
 		return false
 	}
 	for _, c := range st.Containers {
-		if !c.Init && c.SandboxID == sb.ID {
+		if !c.Init && !c.Ephemeral && c.SandboxID == sb.ID {
 			return true
 		}
 	}

@@ -206,7 +206,9 @@ func TestAPIKubeletParity(t *testing.T) {
 		if _, err := c.Admin.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Admin.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			c.Admin.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{})
+		})
 		p := apiSleeper(a, "isolated")
 		p.Spec.RuntimeClassName = &rc.Name
 		p = createPod(t, c, p)

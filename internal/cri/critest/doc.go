@@ -6,8 +6,9 @@
 // It owns: sandboxes, containers and images kept in maps, with the state
 // transitions a CRI runtime makes (RunPodSandbox → READY, CreateContainer →
 // CREATED, StartContainer → RUNNING, StopContainer → EXITED, removals),
-// label-selector filtering for the list calls, a record of every call in
-// order, and errors injected per method. Tests move containers on with
+// containerd's check of a pid TARGET namespace (the target runs in the
+// same sandbox), label-selector filtering for the list calls, a record of
+// every call in order, and errors injected per method. Tests move containers on with
 // ExitContainer and SetSandboxState.
 //
 // Runtime handlers: RunPodSandbox accepts the default one and those added

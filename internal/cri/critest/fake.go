@@ -403,7 +403,9 @@ func (f *Fake) ListPodSandbox(_ context.Context, in *runtimeapi.ListPodSandboxRe
 	return resp, nil
 }
 
-// CreateContainer creates a CREATED container in an existing sandbox.
+// CreateContainer creates a CREATED container in an existing sandbox. A
+// container joining another's process namespace (pid TARGET) needs that
+// one running in the same sandbox, as containerd checks it.
 func (f *Fake) CreateContainer(_ context.Context, in *runtimeapi.CreateContainerRequest, _ ...grpc.CallOption) (*runtimeapi.CreateContainerResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -412,6 +414,17 @@ func (f *Fake) CreateContainer(_ context.Context, in *runtimeapi.CreateContainer
 	}
 	if _, ok := f.sandboxes[in.PodSandboxId]; !ok {
 		return nil, notFound("sandbox", in.PodSandboxId)
+	}
+	if ns := in.GetConfig().GetLinux().GetSecurityContext().GetNamespaceOptions(); ns.GetPid() == runtimeapi.NamespaceMode_TARGET {
+		t, ok := f.containers[ns.GetTargetId()]
+		switch {
+		case !ok:
+			return nil, status.Errorf(codes.Unknown, "invalid target container: container %q does not exist", ns.GetTargetId())
+		case t.SandboxID != in.PodSandboxId:
+			return nil, status.Errorf(codes.Unknown, "invalid target container: container %q (sandbox %s) does not belong to sandbox %s", t.ID, t.SandboxID, in.PodSandboxId)
+		case t.State != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			return nil, status.Errorf(codes.Unknown, "invalid target container: container %q is not running - in state %s", t.ID, t.State)
+		}
 	}
 	created := f.stamp()
 	id := fmt.Sprintf("ctr-%d", f.seq)
