@@ -14,6 +14,29 @@
 // with the newest spec. A removed pod's worker kills the pod (grace period,
 // then sandbox stop and removal) and then exits.
 //
+// Each worker acts on its pod's state (state.go: podState), which changes
+// only through one transition function, podState.next. Its phases change
+// so (TestStateDiagramMatchesTransitions checks this drawing against
+// next; every other event leaves the phase as it is):
+//
+//	syncing      --finish-->  finished
+//	syncing      --kill-->    terminating
+//	syncing      --evict-->   terminating
+//	finished     --kill-->    terminating
+//	finished     --evict-->   terminating
+//	terminating  --update-->  syncing
+//	terminating  --update-->  finished
+//	terminating  --killed-->  terminated
+//
+// syncing: SyncPod at each step. finished (a terminal phase, or
+// activeDeadlineSeconds passed): what still runs is stopped, the final
+// status published, nothing removed (logs stay) and nothing run again.
+// terminating: a deleted API pod is stopped and its final status written
+// first; then KillPod removes everything. terminated: the worker exits.
+// A re-add before the kill ended returns the pod to where it was (a
+// finished pod stays finished). The loop only applies events; it never
+// reads or writes a worker's fields.
+//
 // PLEG events are never waited for: the PLEG drops events on a full
 // channel and counts them; the periodic resync of every pod (ResyncPeriod)
 // recovers anything lost.

@@ -28,19 +28,7 @@ func isTerminal(ph v1.PodPhase) bool { return ph == v1.PodSucceeded || ph == v1.
 // finish makes the pod finished: it is never run again. The first reason
 // stands.
 func (w *worker) finish(reason, message string) {
-	w.mu.Lock()
-	if w.fin == nil {
-		w.fin = &finishing{reason: reason, message: message}
-	}
-	w.mu.Unlock()
-	w.poke()
-}
-
-// isFinished reports whether the pod is over.
-func (w *worker) isFinished() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.fin != nil
+	w.apply(event{kind: evFinish, reason: reason, message: message})
 }
 
 // finished is the step of a finished pod, as the kubelet ends a terminal

@@ -34,6 +34,7 @@ func stopThenFinished(t *testing.T, r *rig, uid pod.UID, reason string) {
 	if c := r.next(t); c.op != "stop" || c.uid != uid || c.grace != -1 {
 		t.Fatalf("got %+v, want the finished pod %s stopped with its own grace period", c, uid)
 	}
+	r.waiting(t) // for a view newer than the stop
 	r.clock.Step(time.Millisecond)
 	r.pleg.Publish(r.clock.Now(), stoppedStatus(uid))
 	f := recv(t, r.status.finished, "final status")
@@ -62,6 +63,7 @@ func TestTerminalPhaseFinishesThePod(t *testing.T) {
 	// A PLEG event wakes the worker: it publishes again and syncs nothing
 	// (a sync would have come before a Finished report).
 	r.step(t, func() { r.pleg.Send(pleg.Event{UID: "u1", Type: pleg.ContainerDied, Data: "c1"}) })
+	r.waiting(t) // the worker waits for a view newer than its last step
 	r.relist()
 	recv(t, r.status.finished, "status of the finished pod after an event")
 	if n := len(r.rt.calls); n != 0 {

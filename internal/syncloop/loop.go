@@ -356,7 +356,7 @@ func (l *Loop) activeOthers() []*v1.Pod {
 	defer l.mu.Unlock()
 	out := make([]*v1.Pod, 0, len(l.pods))
 	for uid, o := range l.pods {
-		if w, ok := l.workers[uid]; ok && w.isFinished() {
+		if w, ok := l.workers[uid]; ok && w.state().phase != syncing {
 			continue
 		}
 		out = append(out, o)
@@ -384,9 +384,7 @@ func (l *Loop) remove(p *v1.Pod, grace int64) {
 			// An evicted pod still being killed: its removal is published
 			// once the kill is over (workerDone), not while its containers
 			// run; a deletion's shorter grace period applies.
-			w.mu.Lock()
-			w.keepStatus = false
-			w.mu.Unlock()
+			w.apply(event{kind: evForget})
 			g := grace
 			if p.DeletionTimestamp != nil {
 				g = deletionGrace(p)
@@ -626,24 +624,27 @@ func (l *Loop) untrackTerminationLocked(name string, uid pod.UID) {
 // terminate asks uid's worker to kill the pod, starting one for an orphan;
 // grace < 0: the pod's own grace period.
 func (l *Loop) terminate(uid pod.UID, p *v1.Pod, name string, grace int64) {
+	l.terminateBy(uid, name, event{kind: evKill, pod: p, grace: grace})
+}
+
+// terminateBy gives uid's worker a kill or an eviction (e), starting one
+// for an orphan.
+func (l *Loop) terminateBy(uid pod.UID, name string, e event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w, ok := l.workers[uid]
 	if !ok {
-		w = l.startWorkerLocked(uid, p, name)
+		w = l.startWorkerLocked(uid, e.pod, name)
 	}
 	if l.terminating[w.name] == nil {
 		l.terminating[w.name] = map[pod.UID]bool{}
 	}
 	l.terminating[w.name][uid] = true
-	w.kill(p, grace)
+	w.apply(e)
 }
 
 func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
 	w := newWorker(l, uid, p, name)
-	if p != nil && isTerminal(p.Status.Phase) {
-		w.fin = &finishing{} // its source shows it over: never run
-	}
 	// A pod killed before (and now back) must not act on a view older
 	// than that kill.
 	w.lastSync = l.finished[uid]
@@ -660,15 +661,12 @@ func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
 // re-added meanwhile; it returns whether the worker should exit.
 func (l *Loop) workerDone(w *worker) bool {
 	l.mu.Lock()
-	w.mu.Lock()
-	readded := !w.terminate && w.pod != nil
-	p, keep := w.pod, w.keepStatus
-	w.mu.Unlock()
-	if readded {
-		l.mu.Unlock()
-		w.poke()
+	s := w.apply(event{kind: evKilled})
+	if s.phase != terminated {
+		l.mu.Unlock() // re-added meanwhile: apply woke it
 		return false
 	}
+	p, keep := s.pod, s.evicted
 	delete(l.workers, w.uid)
 	l.finished[w.uid] = l.clock.Now()
 	l.queue.Forget(w.uid)
@@ -717,14 +715,7 @@ func (l *Loop) handleEviction(e eviction) {
 	if l.status != nil {
 		l.status.Evicted(p, e.message)
 	}
-	l.mu.Lock()
-	if w, ok := l.workers[p.UID]; ok {
-		w.mu.Lock()
-		w.keepStatus = true
-		w.mu.Unlock()
-	}
-	l.mu.Unlock()
-	l.terminate(p.UID, p, pod.FullName(p), e.grace)
+	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
 }
 
 // ActivePods are the admitted pods neither finished nor being
@@ -734,11 +725,9 @@ func (l *Loop) ActivePods() []*v1.Pod {
 	defer l.mu.Unlock()
 	out := make([]*v1.Pod, 0, len(l.workers))
 	for _, w := range l.workers {
-		w.mu.Lock()
-		if w.pod != nil && !w.terminate && w.fin == nil {
-			out = append(out, w.pod)
+		if s := w.state(); s.pod != nil && s.phase == syncing {
+			out = append(out, s.pod)
 		}
-		w.mu.Unlock()
 	}
 	return out
 }

@@ -12,17 +12,10 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
-// worker serialises all runtime work of one pod.
-//
-//	syncing ──remove──> terminating ──KillPod ok──> terminated (worker exits)
-//	   ^  │                 │  ^
-//	   └──┼── re-add ───────┘  │ (re-add before the kill finished)
-//	      │                    │
-//	      └─terminal phase / activeDeadlineSeconds──> finished ──remove──┘
-//
-// finished: the pod is over and never runs again; its containers and
-// sandboxes are stopped, not removed (logs, exit codes), until its source
-// drops it.
+// worker serialises all runtime work of one pod: it acts on its pod's
+// state (podState, changed only through podState.next; see doc.go for the
+// diagram) — a sync while syncing, a stop and the final status once
+// finished, the kill while terminating — and exits once terminated.
 type worker struct {
 	uid  pod.UID
 	name string // namespace/name, for pods of the same name (edits)
@@ -30,48 +23,39 @@ type worker struct {
 	log  *zap.Logger
 	wake chan struct{}
 
-	mu        sync.Mutex
-	pod       *v1.Pod // newest desired spec; nil for an orphan
-	terminate bool
-	// grace is the kill's grace period (< 0: the pod's own).
-	grace int64
+	mu sync.Mutex
+	// st is the pod's state. Guarded by mu; the loop changes it only
+	// through the worker's methods.
+	st podState
 	// cancelSync cancels the SyncPod in flight, so a removal does not
 	// wait for a hung image pull; cancelKill the kill in flight, when a
-	// shorter grace period comes.
+	// shorter grace period comes. Guarded by mu.
 	cancelSync, cancelKill context.CancelFunc
-
-	// lastSync is when the worker's last runtime action ended; the next
-	// one needs a cached status newer than that. Worker goroutine only.
-	lastSync time.Time
-	// stopped: a deleted pod's containers are stopped, its final status
-	// is due. Guarded by mu.
-	stopped bool
-	// keepStatus: an evicted pod's status stays published (Failed,
-	// Evicted) after its kill. Guarded by mu.
-	keepStatus bool
-	// blockedBy is the run chain's last refusal reason ("" when it
-	// runs). Worker goroutine only.
-	blockedBy string
 	// updated: a new spec came since the last sync began (guarded by
 	// mu); synced: a sync was done (worker goroutine only). They name the
 	// sync for OnPodSync.
 	updated bool
-	synced  bool
-	// fin is set once the pod is over (finished); guarded by mu.
-	fin *finishing
+
+	// Worker goroutine only:
+	// lastSync is when the worker's last runtime action ended; the next
+	// one needs a cached status newer than that.
+	lastSync time.Time
+	// blockedBy is the run chain's last refusal reason ("" when it runs).
+	blockedBy string
+	synced    bool
+	// finLogged: the pod's end was logged.
+	finLogged bool
 	// created is when the worker started: the pod's start on the node
 	// for activeDeadlineSeconds, unless a sandbox of it is older.
 	created time.Time
-	// finLogged: the pod's end was logged. Worker goroutine only.
-	finLogged bool
 }
 
 func newWorker(l *Loop, uid pod.UID, p *v1.Pod, name string) *worker {
 	log := l.log.With(zap.String("uid", string(uid)), zap.String("pod", name))
-	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), pod: p, grace: -1, created: l.clock.Now()}
+	return &worker{uid: uid, name: name, loop: l, log: log, wake: make(chan struct{}, 1), st: initialState(p), created: l.clock.Now()}
 }
 
-// poke asks for one more sync; pokes coalesce.
+// poke asks for one more step; pokes coalesce.
 func (w *worker) poke() {
 	select {
 	case w.wake <- struct{}{}:
@@ -79,37 +63,46 @@ func (w *worker) poke() {
 	}
 }
 
-func (w *worker) update(p *v1.Pod) {
+// apply moves the pod's state on by e, with the side effects of the
+// change — a sync in flight cancelled by a kill, a kill in flight
+// restarted for a shorter grace period — and wakes the worker. It
+// returns the new state.
+func (w *worker) apply(e event) podState {
 	w.mu.Lock()
-	w.pod, w.terminate, w.grace, w.stopped, w.keepStatus = p, false, -1, false, false
-	w.updated = true
-	w.mu.Unlock()
-	w.poke()
-}
-
-// kill asks for the pod's termination; p, if set, is its newest version
-// (a deleted API pod); grace < 0 is the pod's own grace period. A shorter
-// grace period than the one of a kill in flight restarts that kill.
-func (w *worker) kill(p *v1.Pod, grace int64) {
-	w.mu.Lock()
-	if p != nil {
-		w.pod = p
+	before := w.st
+	w.st = before.next(e)
+	after := w.st
+	if e.kind == evUpdate {
+		w.updated = true
 	}
-	w.terminate = true
-	if grace >= 0 && (w.grace < 0 || grace < w.grace) {
-		// A kill in flight with the pod's own grace period is restarted
-		// only for a shorter one.
-		restart := w.cancelKill != nil && grace < effectiveGrace(w.grace, w.pod)
-		w.grace = grace
-		if restart {
+	if after.phase == terminating {
+		if w.cancelSync != nil {
+			w.cancelSync()
+		}
+		// A kill in flight is restarted only for a grace period shorter
+		// than the one it runs with.
+		if w.cancelKill != nil && before.phase == terminating && after.grace >= 0 &&
+			after.grace < effectiveGrace(before.grace, before.pod) {
 			w.cancelKill()
 		}
 	}
-	if w.cancelSync != nil {
-		w.cancelSync()
-	}
 	w.mu.Unlock()
 	w.poke()
+	return after
+}
+
+// update hands the worker a newer spec.
+func (w *worker) update(p *v1.Pod) { w.apply(event{kind: evUpdate, pod: p}) }
+
+// kill asks for the pod's termination; p, if set, is its newest version
+// (a deleted API pod); grace < 0 is the pod's own grace period.
+func (w *worker) kill(p *v1.Pod, grace int64) { w.apply(event{kind: evKill, pod: p, grace: grace}) }
+
+// state is a snapshot of the pod's state.
+func (w *worker) state() podState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -131,9 +124,8 @@ func (w *worker) step(ctx context.Context) bool {
 	l := w.loop
 	start := l.clock.Now()
 	st, err := l.cfg.PLEG.GetNewerThan(ctx, w.uid, w.lastSync)
-	w.mu.Lock()
-	killing := w.terminate || w.pod == nil
-	w.mu.Unlock()
+	now := w.state()
+	killing := now.phase == terminating || now.pod == nil
 	if err != nil && killing && st != nil && ctx.Err() == nil {
 		// A pod being killed needs no exit codes: go on with the list-level view.
 		w.log.Warn("inspect pod failed; killing it from the list-level view", zap.Error(err))
@@ -149,8 +141,10 @@ func (w *worker) step(ctx context.Context) bool {
 	// Read the wanted state after the wait: a removal may have come.
 	syncCtx, cancel := context.WithCancel(ctx)
 	w.mu.Lock()
-	p, terminate, grace, stopped, updated, fin := w.pod, w.terminate, w.grace, w.stopped, w.updated, w.fin
-	if terminate || p == nil {
+	cur, updated := w.st, w.updated
+	p := cur.pod
+	killing = cur.phase == terminating || p == nil
+	if killing {
 		w.cancelKill = cancel
 	} else {
 		w.cancelSync = cancel
@@ -164,7 +158,7 @@ func (w *worker) step(ctx context.Context) bool {
 		cancel()
 		w.lastSync = l.clock.Now()
 	}()
-	if terminate || p == nil {
+	if killing {
 		if l.cfg.Prober != nil {
 			l.cfg.Prober.RemovePod(w.uid)
 		}
@@ -183,28 +177,25 @@ func (w *worker) step(ctx context.Context) bool {
 		// stop, then (on a view taken after the stop, with the exit codes)
 		// publish and remove.
 		deleted := p != nil && p.DeletionTimestamp != nil && l.status != nil
-		if deleted && !stopped {
-			if err := l.rt.StopPod(syncCtx, p, st, grace); err != nil {
+		if deleted && !cur.stopped {
+			if err := l.rt.StopPod(syncCtx, p, st, cur.grace); err != nil {
 				failed("stop pod", err)
 				return false
 			}
-			w.mu.Lock()
-			w.stopped = w.terminate // not when re-added meanwhile
-			w.mu.Unlock()
-			w.poke()
+			w.apply(event{kind: evStopped}) // a no-op when re-added meanwhile
 			return false
 		}
 		if deleted {
 			l.status.Terminated(p, st)
 		}
-		if err := l.rt.KillPod(syncCtx, p, st, grace); err != nil {
+		if err := l.rt.KillPod(syncCtx, p, st, cur.grace); err != nil {
 			failed("kill pod", err)
 			return false
 		}
 		return l.workerDone(w)
 	}
-	if fin != nil {
-		return w.finished(syncCtx, p, st, *fin)
+	if cur.phase == finished {
+		return w.finished(syncCtx, p, st, *cur.fin)
 	}
 	deadline, exceeded := w.activeDeadline(p, st)
 	if exceeded {
