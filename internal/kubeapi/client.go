@@ -87,7 +87,7 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap kubeconfig: %w", err)
 		}
-		mgr, err = newClientCertManager(c, boot)
+		mgr, err = newClientCertManager(c, boot, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -109,16 +109,34 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 		}
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	if mgr == nil && c.RotateCertificates && c.BootstrapKubeconfig != "" && sameFile(cfg.CertFile, filepath.Join(c.CertDir, clientPairPrefix+"-current.pem")) {
-		// Our own certificate from an earlier bootstrap: keep rotating it.
-		boot, err := clientcmd.BuildConfigFromFlags("", c.BootstrapKubeconfig)
-		if err == nil {
-			mgr, err = newClientCertManager(c, boot)
-		}
-		if err != nil {
+	current := filepath.Join(c.CertDir, clientPairPrefix+"-current.pem")
+	if mgr == nil && c.RotateCertificates && sameFile(cfg.CertFile, current) {
+		// The store's certificate (an earlier bootstrap's, or kubeadm's
+		// kubelet.conf after kubelet-finalize): keep rotating it, asking
+		// with the current certificate.
+		if mgr, err = newClientCertManager(c, rest.AnonymousClientConfig(cfg), nil, nil); err != nil {
 			return nil, err
 		}
 		mgr.Start()
+	} else if mgr == nil && c.RotateCertificates && hasClientCert(cfg) {
+		// A client certificate of the kubeconfig's own (kubeadm's
+		// kubelet.conf embeds one, valid a year): as the kubelet, it
+		// becomes the store's first certificate
+		// (<cert-dir>/kubelet-client-current.pem, which kubeadm's
+		// kubelet-finalize then points kubelet.conf at) and is rotated
+		// from there; the client reads the store's file.
+		certPEM, keyPEM, err := clientCertPEM(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if mgr, err = newClientCertManager(c, rest.AnonymousClientConfig(cfg), certPEM, keyPEM); err != nil {
+			return nil, err
+		}
+		mgr.Start()
+		cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = current, current
+		log.Info("the kubeconfig's client certificate is now the certificate store's, rotated from there",
+			zap.String("kubeconfig", c.Kubeconfig), zap.String("certificate", current))
 	} else if mgr != nil && !c.RotateCertificates {
 		mgr.Stop()
 		mgr = nil
@@ -141,8 +159,10 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 // node's client certificate: it requests one at Start when CertDir has
 // none, and a new one before the current one expires. Requests are made
 // with the current certificate once there is one, else with the
-// bootstrap credential.
-func newClientCertManager(c ClientConfig, boot *rest.Config) (certificate.Manager, error) {
+// bootstrap credential. A certificate given as initialCert/initialKey
+// (PEM) is stored as the current one when CertDir has none, and renewed
+// at once (the kubelet's bootstrap certificate handling).
+func newClientCertManager(c ClientConfig, boot *rest.Config, initialCert, initialKey []byte) (certificate.Manager, error) {
 	if err := os.MkdirAll(c.CertDir, 0o700); err != nil {
 		return nil, fmt.Errorf("cert dir: %w", err)
 	}
@@ -171,9 +191,35 @@ func newClientCertManager(c ClientConfig, boot *rest.Config) (certificate.Manage
 		}},
 		SignerName:       certificatesv1.KubeAPIServerClientKubeletSignerName,
 		Usages:           []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		CertificateStore: store,
-		Name:             "kubelet-client",
+		CertificateStore:        store,
+		BootstrapCertificatePEM: initialCert,
+		BootstrapKeyPEM:         initialKey,
+		Name:                    "kubelet-client",
 	})
+}
+
+// hasClientCert reports whether cfg authenticates with a client
+// certificate (embedded or in files).
+func hasClientCert(cfg *rest.Config) bool {
+	t := cfg.TLSClientConfig
+	return len(t.CertData) > 0 || t.CertFile != ""
+}
+
+// clientCertPEM is cfg's client certificate and key, PEM.
+func clientCertPEM(cfg *rest.Config) (certPEM, keyPEM []byte, err error) {
+	t := cfg.TLSClientConfig
+	certPEM, keyPEM = t.CertData, t.KeyData
+	if len(certPEM) == 0 {
+		if certPEM, err = os.ReadFile(t.CertFile); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig client certificate: %w", err)
+		}
+	}
+	if len(keyPEM) == 0 {
+		if keyPEM, err = os.ReadFile(t.KeyFile); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig client key: %w", err)
+		}
+	}
+	return certPEM, keyPEM, nil
 }
 
 func waitForCert(ctx context.Context, mgr certificate.Manager, log *zap.Logger) error {
