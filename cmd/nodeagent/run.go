@@ -435,7 +435,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 				}
 				passPodCIDR(gctx, conn, o, strings.Join(cidrs, ","), log)
 			},
-			Recorder: api.status.Recorder(), Clock: clk, Logger: log,
+			OnRegistered: api.status.NodeRegistered,
+			Recorder:     api.status.Recorder(), Clock: clk, Logger: log,
 		})
 		if err != nil {
 			return err

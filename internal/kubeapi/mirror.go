@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/internal/podsource"
 )
@@ -110,3 +111,21 @@ func (w *StatusWriter) deleteOrphanedMirrors(ctx context.Context) error {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// NodeRegistered retries at once the mirror pods that waited for the
+// Node to exist (their owner is the Node, by UID); without it their
+// retries would have backed off for up to 30 s.
+func (w *StatusWriter) NodeRegistered() {
+	w.mu.Lock()
+	uids := make([]types.UID, 0, len(w.want))
+	for uid, e := range w.want {
+		if e.pod != nil && !IsAPIPod(e.pod) {
+			uids = append(uids, uid)
+		}
+	}
+	w.mu.Unlock()
+	for _, uid := range uids {
+		w.queue.Forget(uid)
+		w.queue.Add(uid)
+	}
+}

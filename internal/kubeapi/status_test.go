@@ -330,3 +330,26 @@ func TestDeletedPodGetsItsFinalStatusBeforeTheDelete(t *testing.T) {
 		t.Fatalf("writes = %v, want the final status patched, then the delete", ws)
 	}
 }
+
+// Mirror pods that waited for the Node are retried the moment it is
+// registered, not after their backoff (up to 30 s).
+func TestNodeRegisteredRetriesMirrorPodsAtOnce(t *testing.T) {
+	r := newStatusRig(t)
+	static := staticPod("s1", "etcd-n1", "h1")
+	r.w.PodStatus(static, running())
+	r.w.PodStatus(markAPI(apiPod("a1", "web", v1.PodRunning)), running())
+	for r.w.queue.Len() > 0 { // drained, as the writer's loop would
+		uid, _ := r.w.queue.Get()
+		r.w.queue.Done(uid)
+	}
+	for range 5 { // five failures: the next retry is seconds away
+		r.w.queue.AddRateLimited("s1")
+	}
+	r.w.NodeRegistered()
+	if n := r.w.queue.Len(); n != 1 {
+		t.Fatalf("%d queued, want the static pod's mirror only", n)
+	}
+	if uid, _ := r.w.queue.Get(); uid != "s1" || r.w.queue.NumRequeues("s1") != 0 {
+		t.Fatalf("queued %s with %d requeues, want s1 with its backoff forgotten", uid, r.w.queue.NumRequeues("s1"))
+	}
+}

@@ -66,9 +66,12 @@ type Config struct {
 	// OnPodCIDRs receives the Node's spec.podCIDRs when they are first
 	// seen or change.
 	OnPodCIDRs func([]string)
-	Recorder   record.EventRecorder
-	Clock      clock.WithTicker
-	Logger     *zap.Logger
+	// OnRegistered, if set, is called when the Node is first seen (or
+	// seen with a new UID: registered again): mirror pods need its UID.
+	OnRegistered func()
+	Recorder     record.EventRecorder
+	Clock        clock.WithTicker
+	Logger       *zap.Logger
 }
 
 // Manager keeps the node's Node object, status and Lease.
@@ -212,10 +215,14 @@ func (m *Manager) observe(o any) {
 		cidrs = []string{n.Spec.PodCIDR}
 	}
 	m.mu.Lock()
+	registered := m.uid != n.UID && n.UID != ""
 	m.uid = n.UID
 	changed := strings.Join(cidrs, ",") != strings.Join(m.podCIDRs, ",")
 	m.podCIDRs = cidrs
 	m.mu.Unlock()
+	if registered && m.cfg.OnRegistered != nil {
+		m.cfg.OnRegistered()
+	}
 	if changed && len(cidrs) > 0 && m.cfg.OnPodCIDRs != nil {
 		m.cfg.OnPodCIDRs(cidrs)
 	}

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	testclock "k8s.io/utils/clock/testing"
@@ -166,5 +167,21 @@ func TestExistingNodeGetsMissingLabels(t *testing.T) {
 	n, _ := cs.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 	if n.Labels["a"] != "b" || n.Labels["kubernetes.io/hostname"] != "n1" || m.UID() != "old" {
 		t.Fatalf("labels = %v uid %q", n.Labels, m.UID())
+	}
+}
+
+// OnRegistered hears of the Node once per UID: at registration and when
+// it is registered again, not at every observation.
+func TestOnRegisteredOncePerNodeUID(t *testing.T) {
+	var runtimeErr error
+	m, _ := newTestManager(t, fake.NewClientset(), &runtimeErr)
+	calls := 0
+	m.cfg.OnRegistered = func() { calls++ }
+	node := func(uid string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: types.UID(uid)}} }
+	for _, n := range []*v1.Node{node("u1"), node("u1"), node("u2"), node("u2")} {
+		m.observe(n)
+	}
+	if calls != 2 {
+		t.Fatalf("OnRegistered called %d times, want 2 (u1, then u2)", calls)
 	}
 }
