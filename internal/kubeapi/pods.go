@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -115,8 +116,12 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		}
 	}
 	_, err := cfg.Pods.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
+		AddFunc: func(any) { poke() },
+		UpdateFunc: func(o, n any) {
+			if handedOverChanged(o, n) {
+				poke()
+			}
+		},
 		DeleteFunc: func(any) { poke() },
 	})
 	return s, err
@@ -171,6 +176,21 @@ func (s *Source) current() []*v1.Pod {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out
+}
+
+// handedOverChanged reports whether an informer update changes what the
+// source hands over (markAPI's view): most updates are the agent's own
+// status writes, which need no re-list and re-diff of every pod.
+func handedOverChanged(o, n any) bool {
+	op, ok1 := o.(*v1.Pod)
+	np, ok2 := n.(*v1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if IsMirror(op) && IsMirror(np) {
+		return false // never handed over
+	}
+	return !apiequality.Semantic.DeepEqual(markAPI(op), markAPI(np))
 }
 
 // markAPI returns a copy of the informer's pod (never modified in place)

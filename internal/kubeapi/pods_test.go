@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
@@ -176,5 +177,42 @@ func TestBrokenCheckpointIsNotRun(t *testing.T) {
 	os.WriteFile(path, []byte(`{"items":[{"metadata":{"name":"x"}}]}`), 0o600)
 	if _, err := readCheckpoint(path); err == nil {
 		t.Fatal("a checkpoint of non-API pods was accepted")
+	}
+}
+
+// The agent's own status writes (and a mirror pod's) do not make the
+// source re-list and re-diff every pod; what it hands over changing does.
+func TestOnlyChangesOfWhatIsHandedOverWakeTheSource(t *testing.T) {
+	base := apiPod("u1", "a", v1.PodPending)
+	base.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
+	with := func(f func(p *v1.Pod)) *v1.Pod { p := base.DeepCopy(); f(p); return p }
+	mirror := with(func(p *v1.Pod) { p.Annotations = map[string]string{podsource.ConfigMirrorAnnotation: "h"} })
+	for _, tt := range []struct {
+		name string
+		old  *v1.Pod
+		new  *v1.Pod
+		want bool
+	}{
+		{"status written by the agent", base, with(func(p *v1.Pod) {
+			p.ResourceVersion, p.Status.Phase, p.Status.PodIP = "9", v1.PodRunning, "10.0.0.5"
+			p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+		}), false},
+		{"mirror pod's status", mirror, with(func(p *v1.Pod) {
+			p.Annotations = mirror.Annotations
+			p.Status.Phase = v1.PodRunning
+		}), false},
+		{"finished", base, with(func(p *v1.Pod) { p.Status.Phase = v1.PodSucceeded }), true},
+		{"readiness gate set", base, with(func(p *v1.Pod) {
+			p.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
+		}), true},
+		{"deleted", base, with(func(p *v1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }), true},
+		{"spec (resize, ephemeral container)", base, with(func(p *v1.Pod) {
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg"}}}
+		}), true},
+		{"labels", base, with(func(p *v1.Pod) { p.Labels = map[string]string{"a": "b"} }), true},
+	} {
+		if got := handedOverChanged(tt.old, tt.new); got != tt.want {
+			t.Errorf("%s: changed = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
