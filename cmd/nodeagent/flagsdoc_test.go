@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md from the flag set")
+
+// flagsDoc is docs/flags.md: every flag of the agent, its default and
+// its help, generated from the flag set itself.
+func flagsDoc() string {
+	var b strings.Builder
+	b.WriteString("# nodeagent flags\n\n")
+	b.WriteString("Generated from the flag set by `go test ./cmd/nodeagent -run TestFlagsDoc -update-docs`;\n")
+	b.WriteString("`TestFlagsDoc` fails when this file and the flags differ. Flags named as the kubelet's\n")
+	b.WriteString("behave as the kubelet's; a `--config` file (KubeletConfiguration) sets the same settings\n")
+	b.WriteString("and the command line wins over it.\n\n")
+	b.WriteString("| Flag | Default | Meaning |\n|---|---|---|\n")
+	fs := newFlagSet(&options{})
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" || def == "[]" {
+			def = "—"
+		} else {
+			def = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `--%s` | %s | %s |\n", f.Name, def, strings.ReplaceAll(f.Usage, "|", "\\|"))
+	})
+	return b.String()
+}
+
+// TestFlagsDoc: docs/flags.md is the flag set, so it cannot drift.
+func TestFlagsDoc(t *testing.T) {
+	want := flagsDoc()
+	const path = "../../docs/flags.md"
+	if *updateDocs {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("docs/flags.md differs from the flag set; regenerate it: go test ./cmd/nodeagent -run TestFlagsDoc -update-docs")
+	}
+}
