@@ -3,6 +3,7 @@ package podvolumes
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,7 @@ func (m *Manager) HostsMount(p *v1.Pod, c *v1.Container, podIP string, h Hosts) 
 		return nil, fmt.Errorf("create pod directory: %w", err)
 	}
 	file := filepath.Join(dir, "etc-hosts")
-	if old, err := os.ReadFile(file); err != nil || !bytes.Equal(old, content) {
+	if !hasContent(file, content) {
 		if err := os.WriteFile(file, content, 0o644); err != nil {
 			return nil, fmt.Errorf("write hosts file: %w", err)
 		}
@@ -72,6 +73,27 @@ func (m *Manager) HostsMount(p *v1.Pod, c *v1.Container, podIP string, h Hosts) 
 		}
 	}
 	return &runtimeapi.Mount{ContainerPath: etcHostsPath, HostPath: file, SelinuxRelabel: true}, nil
+}
+
+// hasContent reports whether file holds exactly content, reading no more
+// than that: the file is the container's to write (a container that
+// filled its /etc/hosts with 512 MiB once made every read of it cost as
+// much memory).
+func hasContent(file string, content []byte) bool {
+	f, err := os.Open(file)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() != int64(len(content)) {
+		return false
+	}
+	buf := make([]byte, len(content))
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return false
+	}
+	return bytes.Equal(buf, content)
 }
 
 // podDomain is the pod's DNS domain, <subdomain>.<namespace>.svc.<cluster

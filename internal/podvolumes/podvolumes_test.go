@@ -1,11 +1,13 @@
 package podvolumes_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -314,5 +316,53 @@ func TestHostsMount(t *testing.T) {
 		if !strings.Contains(string(b), line) {
 			t.Errorf("hosts file lacks %q:\n%s", line, b)
 		}
+	}
+}
+
+// A container that fills its /etc/hosts does not make the agent read it
+// back whole: the file is rewritten (in place) with what it should hold,
+// reading no more than that.
+func TestHostsMountReadsAFilledFileBounded(t *testing.T) {
+	h := newHarness(t, false)
+	p := volPod(nil, nil)
+	hosts := podvolumes.Hosts{Hostname: "web", ClusterDomain: "cluster.local"}
+	m, err := h.m.HostsMount(p, &p.Spec.Containers[0], "10.88.0.5", hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(m.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(m.HostPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The container writes 64 MiB into it.
+	if err := os.WriteFile(m.HostPath, bytes.Repeat([]byte("x"), 64<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	if _, err := h.m.HostsMount(p, &p.Spec.Containers[0], "10.88.0.5", hosts); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms1)
+	if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("HostsMount allocated %d bytes for a 64 MiB hosts file, want it bounded by the file's due content", alloc)
+	}
+	got, err := os.ReadFile(m.HostPath)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("hosts file after the rewrite: %d bytes, err %v; want its due %d bytes", len(got), err, len(want))
+	}
+	if after, _ := os.Stat(m.HostPath); !os.SameFile(before, after) {
+		t.Error("the hosts file was replaced, not rewritten in place: running containers would keep the old inode")
+	}
+	// Same size, other content: rewritten too.
+	bad := bytes.Repeat([]byte("y"), len(want))
+	os.WriteFile(m.HostPath, bad, 0o644)
+	h.m.HostsMount(p, &p.Spec.Containers[0], "10.88.0.5", hosts)
+	if got, _ := os.ReadFile(m.HostPath); !bytes.Equal(got, want) {
+		t.Error("a same-size hosts file with other content was kept")
 	}
 }
