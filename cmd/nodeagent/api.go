@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -60,7 +61,8 @@ func connectAPI(ctx context.Context, o *options, nodeName string, staticSources 
 	}
 	c, err := kubeapi.Connect(ctx, kubeapi.ClientConfig{
 		Kubeconfig: o.kubeconfig, BootstrapKubeconfig: o.bootstrapKubeconfig, CertDir: certDir, NodeName: nodeName,
-		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst, RotateCertificates: o.rotateCertificates, Logger: log,
+		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst, RotateCertificates: o.rotateCertificates,
+		HeartbeatTimeout: time.Duration(o.nodeLeaseDurationSeconds) * time.Second, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -36,12 +36,21 @@ type ClientConfig struct {
 	// current one expires (only for certificates the agent obtained
 	// itself, in CertDir).
 	RotateCertificates bool
-	Logger             *zap.Logger
+	// HeartbeatTimeout bounds each request of the heartbeat client (the
+	// kubelet's: the node lease's duration); default 40s.
+	HeartbeatTimeout time.Duration
+	Logger           *zap.Logger
 }
 
 // Client is the node's connection to the API server.
 type Client struct {
 	Clientset kubernetes.Interface
+	// Heartbeat is the Node status's and Lease's own client, as the
+	// kubelet's heartbeat client: not rate limited, each request bounded
+	// by ClientConfig.HeartbeatTimeout, so that nothing else the agent asks of the API
+	// server (status writes, events, tokens, the node server's reviews)
+	// can delay them.
+	Heartbeat kubernetes.Interface
 	Config    *rest.Config
 	certs     certificate.Manager
 }
@@ -152,7 +161,20 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 		}
 		return nil, err
 	}
-	return &Client{Clientset: cs, Config: cfg, certs: mgr}, nil
+	hbCfg := rest.CopyConfig(cfg)
+	hbCfg.QPS, hbCfg.Burst, hbCfg.Timeout = -1, 0, c.HeartbeatTimeout // QPS < 0: no rate limiter
+	if hbCfg.Timeout <= 0 {
+		hbCfg.Timeout = 40 * time.Second
+	}
+	hbCfg.UserAgent = cfg.UserAgent + "-heartbeat"
+	hb, err := kubernetes.NewForConfig(hbCfg)
+	if err != nil {
+		if mgr != nil {
+			mgr.Stop()
+		}
+		return nil, err
+	}
+	return &Client{Clientset: cs, Heartbeat: hb, Config: cfg, certs: mgr}, nil
 }
 
 // newClientCertManager returns client-go's certificate manager for the

@@ -52,3 +52,30 @@ func TestEmbeddedClientCertificateGoesToTheStore(t *testing.T) {
 		}
 	}
 }
+
+// The heartbeat client (Node status, Lease) is not rate limited, so the
+// agent's other requests cannot starve it; the shared client is.
+func TestHeartbeatClientIsNotRateLimited(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
+	kc.CurrentContext = "x"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := Connect(context.Background(), ClientConfig{Kubeconfig: kubeconfig, CertDir: filepath.Join(dir, "pki"), NodeName: "node1",
+		QPS: 5, Burst: 10, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	if cl.Clientset.CoreV1().RESTClient().GetRateLimiter() == nil {
+		t.Error("the shared client has no rate limiter")
+	}
+	if rl := cl.Heartbeat.CoordinationV1().RESTClient().GetRateLimiter(); rl != nil {
+		t.Errorf("the heartbeat client is rate limited (%T)", rl)
+	}
+}
