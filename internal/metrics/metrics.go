@@ -217,7 +217,9 @@ func Listen(addr string) (net.Listener, error) {
 
 // Serve serves h on ln until ctx ends.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// Nothing it serves is a stream: every limit applies.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

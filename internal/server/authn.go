@@ -50,6 +50,8 @@ type Authenticator struct {
 	// tokens caches reviews by the token's SHA-256 (the token itself is
 	// not kept).
 	tokens map[[sha256.Size]byte]tokenEntry
+	// reviews bounds and coalesces the TokenReviews in flight.
+	reviews *reviewGate
 }
 
 type tokenEntry struct {
@@ -65,7 +67,7 @@ func NewAuthenticator(cfg AuthnConfig) *Authenticator {
 	if cfg.CacheTTL == 0 {
 		cfg.CacheTTL = 2 * time.Minute
 	}
-	return &Authenticator{cfg: cfg, tokens: map[[sha256.Size]byte]tokenEntry{}}
+	return &Authenticator{cfg: cfg, tokens: map[[sha256.Size]byte]tokenEntry{}, reviews: newReviewGate()}
 }
 
 // errUnauthenticated is credentials given but not accepted.
@@ -112,35 +114,58 @@ func (a *Authenticator) x509(chain []*x509.Certificate) (*User, error) {
 
 func (a *Authenticator) token(ctx context.Context, token string) (*User, error) {
 	key := sha256.Sum256([]byte(token))
-	now := a.cfg.Clock.Now()
-	a.mu.Lock()
-	e, ok := a.tokens[key]
-	a.mu.Unlock()
-	if !ok || !now.Before(e.expires) {
-		tr, err := a.cfg.Tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	e, ok := a.cachedToken(key)
+	if !ok {
+		// One review per token in flight; a review that starts after
+		// another stored its answer finds that instead.
+		v, err := a.reviews.do(ctx, string(key[:]), func(ctx context.Context) (any, error) {
+			if e, ok := a.cachedToken(key); ok {
+				return e, nil
+			}
+			return a.review(ctx, key, token)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("token review: %w", err) // not cached: the next request asks again
 		}
-		e = tokenEntry{expires: now.Add(a.cfg.CacheTTL)}
-		if tr.Status.Authenticated {
-			u := tr.Status.User
-			e.user = &User{Name: u.Username, UID: u.UID, Groups: u.Groups}
-			if len(u.Extra) > 0 {
-				e.user.Extra = map[string][]string{}
-				for k, v := range u.Extra {
-					e.user.Extra[k] = v
-				}
-			}
-		}
-		a.mu.Lock()
-		pruneExpired(a.tokens, now, func(e tokenEntry) time.Time { return e.expires })
-		a.tokens[key] = e
-		a.mu.Unlock()
+		e = v.(tokenEntry)
 	}
 	if e.user == nil {
 		return nil, fmt.Errorf("%w: token refused", errUnauthenticated)
 	}
 	return e.user, nil
+}
+
+// cachedToken is the unexpired review of the token hashed to key.
+func (a *Authenticator) cachedToken(key [sha256.Size]byte) (tokenEntry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.tokens[key]
+	return e, ok && a.cfg.Clock.Now().Before(e.expires)
+}
+
+// review asks the API server about token and caches the answer.
+func (a *Authenticator) review(ctx context.Context, key [sha256.Size]byte, token string) (tokenEntry, error) {
+	tr, err := a.cfg.Tokens.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return tokenEntry{}, err
+	}
+	now := a.cfg.Clock.Now()
+	e := tokenEntry{expires: now.Add(a.cfg.CacheTTL)}
+	if tr.Status.Authenticated {
+		u := tr.Status.User
+		e.user = &User{Name: u.Username, UID: u.UID, Groups: u.Groups}
+		if len(u.Extra) > 0 {
+			e.user.Extra = map[string][]string{}
+			for k, v := range u.Extra {
+				e.user.Extra[k] = v
+			}
+		}
+	}
+	a.mu.Lock()
+	pruneExpired(a.tokens, now, func(e tokenEntry) time.Time { return e.expires })
+	a.tokens[key] = e
+	a.mu.Unlock()
+	return e, nil
 }
 
 // pruneExpired drops expired entries once a cache is large, so that a

@@ -107,6 +107,9 @@ type Webhook struct {
 
 	mu    sync.Mutex
 	cache map[string]decision
+	// reviews bounds and coalesces the SubjectAccessReviews in flight.
+	reviews     *reviewGate
+	reviewsOnce sync.Once
 }
 
 type decision struct {
@@ -115,26 +118,51 @@ type decision struct {
 	expires time.Time
 }
 
-// Authorize asks the API server (or the cache).
+// Authorize asks the API server (or the cache). One review per set of
+// attributes is in flight; one that starts after another stored its
+// answer finds that instead.
 func (w *Webhook) Authorize(ctx context.Context, a Attributes) (bool, string, error) {
-	clk := w.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	spec := sarSpec(a)
 	key := cacheKey(spec)
-	now := clk.Now()
-	w.mu.Lock()
-	d, ok := w.cache[key]
-	w.mu.Unlock()
-	if ok && now.Before(d.expires) {
-		return d.allowed, d.reason, nil
+	d, ok := w.cached(key)
+	if !ok {
+		w.reviewsOnce.Do(func() { w.reviews = newReviewGate() })
+		v, err := w.reviews.do(ctx, key, func(ctx context.Context) (any, error) {
+			if d, ok := w.cached(key); ok {
+				return d, nil
+			}
+			return w.review(ctx, key, spec)
+		})
+		if err != nil {
+			return false, "", fmt.Errorf("subject access review: %w", err)
+		}
+		d = v.(decision)
 	}
+	return d.allowed, d.reason, nil
+}
+
+func (w *Webhook) now() time.Time {
+	if w.Clock == nil {
+		return clock.RealClock{}.Now()
+	}
+	return w.Clock.Now()
+}
+
+// cached is the unexpired decision for key.
+func (w *Webhook) cached(key string) (decision, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, ok := w.cache[key]
+	return d, ok && w.now().Before(d.expires)
+}
+
+// review asks the API server and caches the decision.
+func (w *Webhook) review(ctx context.Context, key string, spec authorizationv1.SubjectAccessReviewSpec) (decision, error) {
 	sar, err := w.Reviews.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
-		return false, "", fmt.Errorf("subject access review: %w", err)
+		return decision{}, err
 	}
-	d = decision{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason}
+	d := decision{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: sar.Status.Reason}
 	ttl := w.AllowTTL
 	if ttl == 0 {
 		ttl = 5 * time.Minute
@@ -144,6 +172,7 @@ func (w *Webhook) Authorize(ctx context.Context, a Attributes) (bool, string, er
 			ttl = 30 * time.Second
 		}
 	}
+	now := w.now()
 	d.expires = now.Add(ttl)
 	w.mu.Lock()
 	if w.cache == nil {
@@ -152,7 +181,7 @@ func (w *Webhook) Authorize(ctx context.Context, a Attributes) (bool, string, er
 	pruneExpired(w.cache, now, func(d decision) time.Time { return d.expires })
 	w.cache[key] = d
 	w.mu.Unlock()
-	return d.allowed, d.reason, nil
+	return d, nil
 }
 
 func sarSpec(a Attributes) authorizationv1.SubjectAccessReviewSpec {

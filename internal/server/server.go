@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -207,10 +208,46 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Write(b) //nolint:errcheck
 }
 
+// The node server's connection limits: a client must send its headers
+// within readHeaderTimeout, in at most maxHeaderBytes; an idle
+// keep-alive connection is closed after idleTimeout; a response that is
+// not a stream must be written within writeTimeout.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 90 * time.Second
+	writeTimeout      = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+// writeDeadline gives every response but the streams (exec, attach,
+// port-forward, followed logs) writeTimeout to be written: http.Server's
+// own WriteTimeout would cut the streams too.
+func writeDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isStream(r) {
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout)) //nolint:errcheck // not every writer has deadlines
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isStream reports a request whose response is a stream of unbounded
+// length.
+func isStream(r *http.Request) bool {
+	p := r.URL.Path
+	for _, prefix := range []string{"/exec/", "/attach/", "/portForward/"} {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return strings.HasPrefix(p, "/containerLogs/") && r.URL.Query().Get("follow") == "true"
+}
+
 // Serve serves TLS on ln until ctx ends. Streams already upgraded are
 // not waited for.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: cfg,
+	srv := &http.Server{Handler: writeDeadline(s.handler), TLSConfig: cfg,
+		ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: zap.NewStdLog(s.log.Named("http"))}
 	go func() {
 		<-ctx.Done()
