@@ -28,8 +28,10 @@ import (
 )
 
 // Objects reads what pods need from the API server: ConfigMaps and
-// Secrets (GET, each answer kept objectTTL so that the containers of one
-// sync share it; a pod's next sync sees an edit), service-account tokens
+// Secrets (a watch per object a pod reads, as the kubelet's Watch change
+// detection: reads come from its cache, a change is announced on
+// Changes; until the watch has synced, a GET, each answer kept objectTTL
+// so that the containers of one sync share it), service-account tokens
 // (TokenRequest bound to the pod) and the services of the pods' namespaces
 // (an informer). Under the Node authorizer a node may read only the
 // objects its pods reference.
@@ -51,6 +53,8 @@ type Objects struct {
 
 	mu    sync.Mutex
 	cache map[string]cached
+	// watched answers ConfigMap and Secret reads from a watch per object.
+	watched *watchedObjects
 }
 
 type cached struct {
@@ -73,7 +77,8 @@ func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string
 	f := informers.NewSharedInformerFactory(cs, 0)
 	svc := f.Core().V1().Services()
 	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
-		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects"), started: c.Now()}
+		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects"), started: c.Now(),
+		watched: newWatchedObjects(cs, c)}
 	if checkpoint != "" {
 		var l v1.ServiceList
 		body, err := os.ReadFile(checkpoint)
@@ -108,6 +113,7 @@ func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string
 // a second) when they change.
 func (o *Objects) Start(ctx context.Context) {
 	o.factory.Start(ctx.Done())
+	o.watched.start(ctx)
 	go func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -131,6 +137,7 @@ func (o *Objects) Start(ctx context.Context) {
 				}
 			}
 			if n%60 == 0 {
+				o.watched.prune()
 				o.mu.Lock()
 				for k, c := range o.cache {
 					if o.clock.Since(c.at) > objectTTL {
@@ -182,8 +189,20 @@ func (o *Objects) get(ctx context.Context, key string, fetch func() (any, error)
 	return obj, err
 }
 
-// ConfigMap implements cri.Objects.
+// Changes receives the namespace of each watched ConfigMap or Secret that
+// changed (or went): the pods there should sync. Dropped when not read
+// in time; the pods' periodic resync catches up.
+func (o *Objects) Changes() <-chan string { return o.watched.changes }
+
+// ConfigMap implements cri.Objects: from its watch once synced, else a
+// GET.
 func (o *Objects) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	if obj, ok, err := o.watched.read("cm", ns, name); ok {
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*v1.ConfigMap), nil
+	}
 	obj, err := o.get(ctx, "cm/"+ns+"/"+name, func() (any, error) {
 		return o.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	})
@@ -193,8 +212,14 @@ func (o *Objects) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap
 	return obj.(*v1.ConfigMap), nil
 }
 
-// Secret implements cri.Objects.
+// Secret implements cri.Objects: from its watch once synced, else a GET.
 func (o *Objects) Secret(ctx context.Context, ns, name string) (*v1.Secret, error) {
+	if obj, ok, err := o.watched.read("secret", ns, name); ok {
+		if err != nil {
+			return nil, err
+		}
+		return obj.(*v1.Secret), nil
+	}
 	obj, err := o.get(ctx, "secret/"+ns+"/"+name, func() (any, error) {
 		return o.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	})

@@ -138,3 +138,19 @@ func TestActiveDeadlineEndsThePod(t *testing.T) {
 	r.step(t, func() { r.syncC <- r.clock.Now() })
 	stopThenFinished(t, r, "u1", reasonDeadlineExceeded)
 }
+
+// ResyncNamespace (an object the namespace's pods read changed) syncs
+// that namespace's pods at once.
+func TestResyncNamespace(t *testing.T) {
+	r := newRig(t, nil)
+	other := testPod("u2", "b")
+	other.Namespace = "other"
+	r.step(t, add(r, testPod("u1", "a"), other))
+	for range 2 {
+		r.next(t)
+	}
+	r.loop.ResyncNamespace("other")
+	if c := r.next(t); c.op != "sync" || c.uid != "u2" {
+		t.Fatalf("got %+v, want the pod of namespace other synced", c)
+	}
+}

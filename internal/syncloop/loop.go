@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -462,6 +463,18 @@ func (l *Loop) syncAll() {
 	defer l.mu.Unlock()
 	for _, w := range l.workers {
 		w.poke()
+	}
+}
+
+// ResyncNamespace wakes the worker of every pod in namespace ns (an
+// object its pods may read changed). Safe from any goroutine.
+func (l *Loop) ResyncNamespace(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.workers {
+		if strings.HasPrefix(w.name, ns+"/") {
+			w.poke()
+		}
 	}
 }
 

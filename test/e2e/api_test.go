@@ -315,12 +315,14 @@ func TestAPINodeJoinsAndRunsAPIPods(t *testing.T) {
 }
 
 // TestAPIPodReadsConfigMapsSecretsAndItsToken: a ConfigMap volume follows
-// an edit; a missing Secret is CreateContainerConfigError until it is
+// an edit within seconds (watched, not polled); a missing Secret is CreateContainerConfigError until it is
 // created; the projected service-account token authenticates as the
 // pod's service account; the service variables are there.
 func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	c := apiCluster(t)
-	a := joined(t, c)
+	// A resync every 5 minutes: the ConfigMap edit below can only arrive
+	// in time through its watch.
+	a := joined(t, c, "--sync-frequency", "5m")
 	ctx := context.Background()
 	cmName, secretName := "cfg-"+a.node, "creds-"+a.node
 	if _, err := c.Admin.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName},
@@ -364,7 +366,8 @@ func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 			t.Fatalf("env lacks %s:\n%s", want, env)
 		}
 	}
-	// An edit of the ConfigMap reaches the file.
+	// An edit of the ConfigMap reaches the file in seconds: the object is
+	// watched and its change syncs the pod.
 	cm, err := c.Admin.CoreV1().ConfigMaps("default").Get(ctx, cmName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +376,7 @@ func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	if _, err := c.Admin.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "ConfigMap edit in the mounted file", func() bool {
+	eventually(t, 15*time.Second, "ConfigMap edit in the mounted file", func() bool {
 		return execIn(t, ctr.Id, "cat", "/cfg/greeting") == "bonjour"
 	})
 	// The projected token (the kube-api-access volume the API server
