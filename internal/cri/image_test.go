@@ -42,7 +42,7 @@ func (e *events) list() []string {
 func newImageHarness(t *testing.T, cfg cri.Config) (*harness, *events) {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: t.TempDir()}
+	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: volumeRoot(t)}
 	ev := &events{}
 	cfg.Client, cfg.Logger, cfg.Clock, cfg.RootDir, cfg.PodLogsDir = h.fake, zaptest.NewLogger(t), clk, h.root, h.logs
 	cfg.NodeName, cfg.Recorder = "node1", ev

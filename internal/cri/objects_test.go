@@ -36,7 +36,7 @@ type apiHarness struct {
 func newAPIHarness(t *testing.T) *apiHarness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: t.TempDir()}
+	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: volumeRoot(t)}
 	objs := critest.NewObjects(clk)
 	rt, err := cri.New(cri.Config{
 		Client:     h.fake,

@@ -26,7 +26,7 @@ import (
 func newSpecHarness(t *testing.T, sc cri.SpecConfig) *harness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: t.TempDir()}
+	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: volumeRoot(t)}
 	rt, err := cri.New(cri.Config{
 		Client: h.fake, Logger: zaptest.NewLogger(t), Clock: clk,
 		RootDir: h.root, PodLogsDir: h.logs, NodeName: "node1", NodeIP: "192.168.1.10",

@@ -177,7 +177,9 @@ func TestOnRegisteredOncePerNodeUID(t *testing.T) {
 	m, _ := newTestManager(t, fake.NewClientset(), &runtimeErr)
 	calls := 0
 	m.cfg.OnRegistered = func() { calls++ }
-	node := func(uid string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: types.UID(uid)}} }
+	node := func(uid string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: types.UID(uid)}}
+	}
 	for _, n := range []*v1.Node{node("u1"), node("u1"), node("u2"), node("u2")} {
 		m.observe(n)
 	}

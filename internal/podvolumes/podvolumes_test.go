@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // objects is a fake podvolumes.Objects: ConfigMaps by name in namespace
@@ -67,6 +68,9 @@ func newHarness(t *testing.T, api bool) *harness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
 	h := &harness{root: t.TempDir(), clock: clk}
+	// Secret and projected volumes are tmpfs mounts: unmounted before
+	// the temporary directory goes.
+	t.Cleanup(func() { volume.UnmountUnder(h.root) })
 	cfg := podvolumes.Config{RootDir: h.root, NodeIP: "192.168.1.10", Clock: clk, Logger: zaptest.NewLogger(t)}
 	if api {
 		h.objs = &objects{clock: clk, configMaps: map[string]*v1.ConfigMap{}}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	resourcehelper "k8s.io/component-helpers/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -85,6 +86,13 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 // must be mounted read-only whatever the mount says.
 func (m *Manager) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
 	switch {
+	case v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory:
+		size := memoryVolumeSize(p)
+		if l := v.EmptyDir.SizeLimit; l != nil && l.Sign() > 0 && (size == 0 || l.Value() < size) {
+			size = l.Value()
+		}
+		dir, err := volume.EmptyDirMemory(m.Dir(p.UID), v.Name, size)
+		return dir, false, err
 	case v.EmptyDir != nil:
 		dir, err := volume.EmptyDir(m.Dir(p.UID), v.Name)
 		return dir, false, err
@@ -121,17 +129,21 @@ func isRendered(v *v1.Volume) bool {
 // changes and token refreshes reach running containers; an unchanged
 // volume costs a read of its files.
 //
-// The kubelet keeps secret and projected volumes on a tmpfs so that
-// secrets never reach a disk; nodeagent writes them to the pod directory
-// (0750 up to the volume, so only root on the host reads them) and
-// removes them with the pod. A tmpfs would need a mount per volume that
-// every removal path must unmount first; not done yet.
+// Secret and projected volumes (service-account tokens among them) live
+// on a tmpfs, as the kubelet keeps them, so that secrets never reach a
+// disk: mounted before the first write (of at most the pod's memory
+// limit), unmounted with the pod directory (volume.RemoveAll).
 func (m *Manager) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP string) (string, bool, error) {
 	plugin, files, err := m.volumeFiles(ctx, p, v, podIP)
 	if err != nil {
 		return "", false, err
 	}
 	dir := volume.ChildDir(filepath.Join(m.Dir(p.UID), "volumes", plugin), v.Name)
+	if plugin == pluginSecret || plugin == pluginProjected {
+		if err := volume.EnsureTmpfs(dir, memoryVolumeSize(p), 0o755); err != nil {
+			return "", false, fmt.Errorf("volume %q: %w", v.Name, err)
+		}
+	}
 	changed, err := volume.WriteAtomic(dir, files, m.cfg.Clock.Now())
 	if err != nil {
 		return "", false, fmt.Errorf("write volume: %w", err)
@@ -292,4 +304,20 @@ func findSpecContainer(p *v1.Pod, rc *pod.Container) *v1.Container {
 		}
 	}
 	return nil
+}
+
+// memoryVolumeSize bounds a pod's memory-backed volumes, as the kubelet
+// sizes them: the pod's memory limit (pod-level, or its containers'
+// sum) when every container has one, else 0 (the kernel's default).
+func memoryVolumeSize(p *v1.Pod) int64 {
+	lim, ok := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})[v1.ResourceMemory]
+	if !ok || lim.Sign() <= 0 {
+		return 0
+	}
+	for _, c := range p.Spec.Containers {
+		if _, has := c.Resources.Limits[v1.ResourceMemory]; !has && p.Spec.Resources == nil {
+			return 0 // a container without a limit: the pod has none
+		}
+	}
+	return lim.Value()
 }

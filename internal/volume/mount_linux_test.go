@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,5 +109,47 @@ func TestBindSubPathRefusesEscape(t *testing.T) {
 	entries, _ := os.ReadDir(outside)
 	if len(entries) != 1 {
 		t.Fatalf("outside now holds %d entries", len(entries))
+	}
+}
+
+// A memory-backed volume is a tmpfs of the given size; ensuring it again
+// (an agent restart) mounts nothing more; RemoveAll of the pod directory
+// unmounts it.
+func TestTmpfsVolumes(t *testing.T) {
+	requireRoot(t)
+	pod := t.TempDir()
+	dir, err := EmptyDirMemory(pod, "cache", 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != unix.TMPFS_MAGIC || int64(st.Blocks)*st.Bsize != 8<<20 {
+		t.Fatalf("emptyDir: fs type %x, %d bytes; want a tmpfs of 8 MiB", st.Type, int64(st.Blocks)*st.Bsize)
+	}
+	if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o777 {
+		t.Fatalf("emptyDir mode %v, want 0777", fi.Mode().Perm())
+	}
+	if _, err := EmptyDirMemory(pod, "cache", 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(pod, "volumes", "kubernetes.io~secret", "creds")
+	if err := EnsureTmpfs(secret, 0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mps, err := MountsUnder(pod)
+	if err != nil || len(mps) != 2 {
+		t.Fatalf("mounts under the pod: %v, %v; want the emptyDir's and the secret's, once each", mps, err)
+	}
+	if err := RemoveAll(pod); err != nil {
+		t.Fatal(err)
+	}
+	if mps, _ := MountsUnder(pod); len(mps) != 0 {
+		t.Fatalf("still mounted after RemoveAll: %v", mps)
+	}
+	if _, err := os.Stat(pod); !os.IsNotExist(err) {
+		t.Fatalf("pod directory left: %v", err)
 	}
 }
