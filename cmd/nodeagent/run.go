@@ -244,6 +244,20 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	capacity := node.Capacity(o.rootDir, o.maxPods)
 	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
+	var loop *syncloop.Loop
+	// The allocation manager (in-place resize): what each pod's
+	// containers are allocated, checkpointed, resizes decided beside the
+	// loop's active pods.
+	allocs, err := newAllocations(o, allocatable, statuses, func() []*v1.Pod {
+		if loop == nil {
+			return nil
+		}
+		return loop.ActivePods()
+	}, clk, log)
+	if err != nil {
+		return err
+	}
+	statuses.SetResizes(allocs)
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk, Probes: probes,
 		Phases:  append([]cri.Phase{cpusetPhase{cpuMgr}}, cgroupPhases...),
@@ -259,7 +273,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		RuntimeClasses: api.runtimeClasses(),
 		SpecConfig:     cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
 		Images:         puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
-		Volumes: vols,
+		Volumes:     vols,
+		Allocations: allocs,
 	})
 	if err != nil {
 		return err
@@ -304,7 +319,6 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		runSources = append(runSources, src.Run)
 	}
 	plegG := pleg.NewGeneric(rt, clk, log, 1000)
-	var loop *syncloop.Loop
 	mets.AddGauges(metrics.Gauges{
 		Workers:       func() float64 { return float64(loop.Workers()) },
 		DroppedEvents: func() float64 { return float64(plegG.Dropped()) },
@@ -327,7 +341,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Admit: admit.Chain{
 			admit.PodOS(),
 			admit.MaxPods(o.maxPods),
-			admit.Resources(allocatable),
+			admit.Resources(allocatable, allocs),
 			admit.NodeSelector(labels),
 			admit.Taints(o.taints),
 			admit.HostPorts(),
@@ -335,7 +349,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			admit.Pressure(func(c v1.NodeConditionType) bool { return evict != nil && evict.Pressure(c) }),
 			admit.AppArmor(admit.AppArmorHost("/sys")),
 			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.runtimeRequestTimeout)),
-			admit.CPUs(cpuMgr), // last: it allocates
+			admit.CPUs(cpuMgr),     // last: they allocate
+			admit.Allocate(allocs), // after the CPUs: records what was admitted
 		},
 		Run: admit.Chain{
 			admit.Privileged(o.allowPrivileged),
@@ -352,6 +367,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			rt.CleanupDirs(active)
 			cleanupCgroups(active)
 			cpuMgr.RemoveStale(active)
+			allocs.RemoveOrphans(active)
 		},
 	})
 	if err != nil {
@@ -415,7 +431,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	if api != nil {
 		nodeMgr, err := node.New(node.Config{
-			Client: api.client.Clientset, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
+			Client: api.client.Heartbeat, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
 			Pressure:      evict.Pressure,
@@ -451,6 +467,16 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		api.pods.Start(gctx)
 		api.objs.Start(gctx)
+		g.Go(func() error { // a watched ConfigMap or Secret changed: its namespace's pods sync now
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case ns := <-api.objs.Changes():
+					loop.ResyncNamespace(ns)
+				}
+			}
+		})
 		api.classes.Start(gctx)
 		g.Go(func() error { return nodeMgr.Run(gctx) })
 		serve, err := nodeServer(o, api, conn, nodeName, nodeIP, readers.Pods, readers, log)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -22,16 +23,35 @@ func MaxPods(max int) Handler {
 	}}
 }
 
+// AllocatedPods gives a pod as the node allocated it: its containers'
+// resources those the allocation manager recorded (in-place resize
+// changes them), the pod itself when it has no record
+// (allocation.Manager). Safe from the loop's goroutine.
+type AllocatedPods interface {
+	AllocatedPod(p *v1.Pod) *v1.Pod
+}
+
 // Resources refuses a pod whose requests do not fit in what the node can
 // allocate beside the other pods, for each resource the node reports.
 // A pod's request is the API's (k8s.io/component-helpers/resource
 // PodRequests): the containers' sum, restartable (sidecar) init
 // containers included, or the largest init container if more, the pod
-// overhead added, and pod-level requests where the pod sets them.
-func Resources(allocatable v1.ResourceList) Handler {
+// overhead added, and pod-level requests where the pod sets them. With
+// alloc, every pod counts by its allocated resources, not its spec's (a
+// resize the node has not allocated takes nothing), the judged pod too
+// (re-admitted at an agent restart, as the kubelet's AddPod). The
+// message is the kubelet's InsufficientResourceError: cpu in millicores,
+// the others in units.
+func Resources(allocatable v1.ResourceList, alloc AllocatedPods) Handler {
 	names := resourceOrder(allocatable)
+	view := func(p *v1.Pod) *v1.Pod {
+		if alloc == nil {
+			return p
+		}
+		return alloc.AllocatedPod(p)
+	}
 	return HandlerFunc{N: "Resources", F: func(a *Attributes) Result {
-		want := resourcehelper.PodRequests(a.Pod, resourcehelper.PodResourcesOptions{})
+		want := resourcehelper.PodRequests(view(a.Pod), resourcehelper.PodResourcesOptions{})
 		var used v1.ResourceList
 		for _, name := range names {
 			req, ok := want[name]
@@ -41,7 +61,7 @@ func Resources(allocatable v1.ResourceList) Handler {
 			if used == nil {
 				used = v1.ResourceList{}
 				for _, o := range a.OtherPods {
-					for n, q := range resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{}) {
+					for n, q := range resourcehelper.PodRequests(view(o), resourcehelper.PodResourcesOptions{}) {
 						sum := used[n]
 						sum.Add(q)
 						used[n] = sum
@@ -53,10 +73,38 @@ func Resources(allocatable v1.ResourceList) Handler {
 			total.Add(req)
 			if capacity := allocatable[name]; total.Cmp(capacity) > 0 {
 				return Result{Reason: "OutOf" + string(name), Message: fmt.Sprintf(
-					"Node didn't have enough resource: %s, requested: %s, used: %s, capacity: %s",
-					name, req.String(), u.String(), capacity.String())}
+					"Node didn't have enough resource: %s, requested: %d, used: %d, capacity: %d",
+					name, amount(name, req), amount(name, u), amount(name, capacity))}
 			}
 		}
+		return Result{Admit: true}
+	}}
+}
+
+// amount is q as the kubelet's messages give it: cpu in millicores, any
+// other resource in its unit.
+func amount(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// Allocator records the resources allocated to an admitted pod
+// (allocation.Manager). It keeps an allocation that exists (an agent
+// restart re-admits its pods).
+type Allocator interface {
+	Admitted(p *v1.Pod) error
+}
+
+// Allocate records the pod's allocation (the kubelet's AddPod, which
+// checkpoints it once the pod is admitted). It never refuses: a record
+// that cannot be written is the allocator's to log, and the pod's first
+// sync records it again. It allocates as it admits, so it comes last in
+// the chain, after CPUs.
+func Allocate(a Allocator) Handler {
+	return HandlerFunc{N: "Allocation", F: func(at *Attributes) Result {
+		_ = a.Admitted(at.Pod)
 		return Result{Admit: true}
 	}}
 }

@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -247,7 +248,7 @@ func TestResources(t *testing.T) {
 			if alloc == nil {
 				alloc = allocatable
 			}
-			got := Resources(alloc).Admit(&Attributes{Pod: tt.pod, OtherPods: tt.others})
+			got := Resources(alloc, nil).Admit(&Attributes{Pod: tt.pod, OtherPods: tt.others})
 			if tt.wantReason == "" {
 				if !got.Admit {
 					t.Errorf("refused %+v, want admitted", got)
@@ -262,22 +263,22 @@ func TestResources(t *testing.T) {
 }
 
 func TestResourcesMessage(t *testing.T) {
-	got := Resources(allocatable).Admit(&Attributes{
+	got := Resources(allocatable, nil).Admit(&Attributes{
 		Pod:       podWith(requests(v1.ResourceCPU, "600m")),
 		OtherPods: pods(podWith(requests(v1.ResourceCPU, "1500m"))),
 	})
-	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600m, used: 1500m, capacity: 2"}
+	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 600, used: 1500, capacity: 2000"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Resources refusal (-want +got):\n%s", diff)
 	}
 }
 
 func TestResourcesSidecarMessage(t *testing.T) {
-	got := Resources(allocatable).Admit(&Attributes{
+	got := Resources(allocatable, nil).Admit(&Attributes{
 		Pod:       podWith(requests(v1.ResourceCPU, "500m"), sidecarRequests(v1.ResourceCPU, "600m")),
 		OtherPods: pods(podWith(requests(v1.ResourceCPU, "1"))),
 	})
-	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 1100m, used: 1, capacity: 2"}
+	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 1100, used: 1000, capacity: 2000"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Resources refusal (-want +got):\n%s", diff)
 	}
@@ -301,8 +302,8 @@ spec:
 	if err != nil || len(ps) != 1 {
 		t.Fatalf("StaticPods = %v, %v", ps, err)
 	}
-	got := Resources(allocatable).Admit(&Attributes{Pod: ps[0]})
-	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 100, used: 0, capacity: 2"}
+	got := Resources(allocatable, nil).Admit(&Attributes{Pod: ps[0]})
+	want := Result{Reason: "OutOfcpu", Message: "Node didn't have enough resource: cpu, requested: 100000, used: 0, capacity: 2000"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("limits-only pod (-want +got):\n%s", diff)
 	}
@@ -479,5 +480,58 @@ func TestHostPortsMessage(t *testing.T) {
 	want := Result{Reason: "NodePorts", Message: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports (TCP 10.0.0.1:80)"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("HostPorts refusal (-want +got):\n%s", diff)
+	}
+}
+
+// allocations is an AllocatedPods whose pods have the cpu request
+// allocated by UID.
+type allocations map[string]string
+
+func (a allocations) AllocatedPod(p *v1.Pod) *v1.Pod {
+	q, ok := a[string(p.UID)]
+	if !ok {
+		return p
+	}
+	return podWith(func(x *v1.Pod) { x.UID = p.UID }, requests(v1.ResourceCPU, q))
+}
+
+// With the allocation manager, pods count by their allocation: another
+// pod's resize the node did not allocate takes nothing, and a pod
+// re-admitted after an agent restart is judged by what it was allocated.
+func TestResourcesCountsAllocations(t *testing.T) {
+	resizing := podWith(func(p *v1.Pod) { p.UID = "other" }, requests(v1.ResourceCPU, "1800m"))
+	p := podWith(requests(v1.ResourceCPU, "1"))
+	if got := Resources(allocatable, nil).Admit(&Attributes{Pod: p, OtherPods: pods(resizing)}); got.Admit {
+		t.Fatal("without allocations: admitted beside the other pod's spec")
+	}
+	got := Resources(allocatable, allocations{"other": "500m"}).Admit(&Attributes{Pod: p, OtherPods: pods(resizing)})
+	if !got.Admit {
+		t.Errorf("refused %+v, want admitted beside the other pod's allocated 500m", got)
+	}
+	// Re-admitted: its allocation, not its (resized) spec.
+	got = Resources(allocatable, allocations{"uid": "500m", "other": "1500m"}).Admit(&Attributes{Pod: p, OtherPods: pods(resizing)})
+	if !got.Admit {
+		t.Errorf("refused %+v, want admitted by its allocated 500m", got)
+	}
+}
+
+type recordingAllocator struct {
+	got []string
+	err error
+}
+
+func (r *recordingAllocator) Admitted(p *v1.Pod) error {
+	r.got = append(r.got, string(p.UID))
+	return r.err
+}
+
+// Allocate records the pod and never refuses.
+func TestAllocate(t *testing.T) {
+	r := &recordingAllocator{err: errors.New("read-only file system")}
+	if got := Allocate(r).Admit(&Attributes{Pod: podWith()}); !got.Admit {
+		t.Errorf("Allocate refused: %+v", got)
+	}
+	if !cmp.Equal(r.got, []string{"uid"}) {
+		t.Errorf("recorded %v", r.got)
 	}
 }

@@ -14,6 +14,11 @@
 // every container has a CPU limit, a memory limit when every container has
 // one; BestEffort pods get shares 2. Its cgroupfs path is the sandbox's
 // CgroupParent: the runtime puts the sandbox and the containers beneath.
+// EnsurePod writes the limits of the pod it is given: package cri gives
+// the pod as its containers run, and for an in-place resize first one
+// holding both the old and the new resources, then the new ones (the
+// kubelet's order: the pod cgroup grows before its containers, shrinks
+// after them).
 // The QoS tiers get no memory limit (the kubelet's default without
 // --qos-reserved).
 //

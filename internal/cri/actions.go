@@ -22,7 +22,12 @@ import (
 //	                                          (startup probe passed); restarted whenever it exits
 //	ready sandbox, inits done            ──> start missing / restartable containers,
 //	                                          restart containers whose spec changed or
-//	                                          whose liveness or startup probe failed
+//	                                          whose liveness or startup probe failed;
+//	                                          a running container whose allocated cpu or
+//	                                          memory differ from what it runs with is
+//	                                          resized in place, or restarted when its
+//	                                          resizePolicy says RestartContainer for a
+//	                                          changed resource (computePodResizeAction)
 //	every app container done (not Always) ──> stop the sidecars, last first
 //	ready sandbox, app containers not done ──> start each ephemeral container
 //	                                          that has no instance, once: never
@@ -50,6 +55,19 @@ type actions struct {
 	// stopSandbox: the pod is done (nothing runs or will run again); its
 	// sandbox is stopped to free its IP and ports, its containers kept.
 	stopSandbox bool
+	// resize are running containers (app containers and sidecars) to
+	// resize in place to their spec's (allocated) cpu and memory.
+	resize []resizeInfo
+	// resizePod: the pod cgroup follows a resize (containers resized in
+	// place or restarted for their resize policy).
+	resizePod bool
+}
+
+// resizeInfo is one running container to resize in place to spec's
+// resources.
+type resizeInfo struct {
+	c    *pod.Container
+	spec *v1.Container
 }
 
 // killInfo is one container to stop, why (the Killing event's message)
@@ -161,6 +179,19 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 					}
 					continue
 				}
+				switch resize, restart := resizeOf(spec, c); {
+				case restart:
+					a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Container %s resize requires restart", spec.Name), gracePeriod(p, c)})
+					a.startInit = append(a.startInit, i)
+					a.resizePod = true
+					if !initialised {
+						return a
+					}
+					continue
+				case resize:
+					a.resize = append(a.resize, resizeInfo{c: c, spec: spec})
+					a.resizePod = true
+				}
 				if !initialised && !started(p, spec, c, probes) {
 					return a // the next one waits until it is started
 				}
@@ -224,6 +255,13 @@ func computeActions(p *v1.Pod, specHash string, st *pod.RuntimeStatus, probes po
 				if p.Spec.RestartPolicy != v1.RestartPolicyNever {
 					a.start = append(a.start, i)
 				}
+			} else if resize, restart := resizeOf(spec, c); restart {
+				a.kill = append(a.kill, killInfo{c, fmt.Sprintf("Container %s resize requires restart", spec.Name), gracePeriod(p, c)})
+				a.start = append(a.start, i)
+				a.resizePod = true
+			} else if resize {
+				a.resize = append(a.resize, resizeInfo{c: c, spec: spec})
+				a.resizePod = true
 			}
 		case c.State == pod.ContainerUnknown:
 			// Maybe still running: stop it before starting another.
@@ -338,4 +376,62 @@ func shouldRestart(policy v1.RestartPolicy, c *pod.Container) bool {
 		return c.ExitCode != 0
 	}
 	return false
+}
+
+// Thresholds below which the kernel makes no difference, as the
+// kubelet's (cm.MinShares, cm.MinMilliCPULimit): two cpu requests at or
+// below 2m give the same shares, two limits at or below 10m the same
+// quota.
+const (
+	minShareMilli = 2
+	minLimitMilli = 10
+)
+
+// cpuMemValues are a container's cpu (millicores) and memory (bytes)
+// requests and limits; 0 is none.
+type cpuMemValues struct{ cpuReq, cpuLim, memReq, memLim int64 }
+
+func valuesOf(r v1.ResourceRequirements) cpuMemValues {
+	return cpuMemValues{
+		cpuReq: r.Requests.Cpu().MilliValue(), cpuLim: r.Limits.Cpu().MilliValue(),
+		memReq: r.Requests.Memory().Value(), memLim: r.Limits.Memory().Value(),
+	}
+}
+
+// resizeOf compares a running instance's resources with its spec's (the
+// allocated ones), as the kubelet's computePodResizeAction: resize when
+// a cpu or memory request or limit differs, restart instead when the
+// container's resizePolicy says RestartContainer for a resource that
+// differs (NotRequired is the default). An instance whose resources are
+// unknown (made by an agent that did not record them, and never resized
+// since) runs its spec's: it was restarted on any change of it.
+func resizeOf(spec *v1.Container, c *pod.Container) (resize, restart bool) {
+	if c.Resources == nil {
+		return false, false
+	}
+	want, have := valuesOf(spec.Resources), valuesOf(*c.Resources)
+	if want.cpuReq <= minShareMilli && have.cpuReq <= minShareMilli {
+		want.cpuReq = have.cpuReq
+	}
+	if want.cpuLim <= minLimitMilli && have.cpuLim <= minLimitMilli {
+		want.cpuLim = have.cpuLim
+	}
+	for _, r := range []struct {
+		name    v1.ResourceName
+		changed bool
+	}{
+		{v1.ResourceCPU, want.cpuReq != have.cpuReq || want.cpuLim != have.cpuLim},
+		{v1.ResourceMemory, want.memReq != have.memReq || want.memLim != have.memLim},
+	} {
+		if !r.changed {
+			continue
+		}
+		resize = true
+		for _, rp := range spec.ResizePolicy {
+			if rp.ResourceName == r.name && rp.RestartPolicy == v1.RestartContainer {
+				restart = true
+			}
+		}
+	}
+	return resize, restart
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -617,5 +618,104 @@ func TestComputeActionsEphemeral(t *testing.T) {
 				t.Errorf("computeActions() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestComputeActionsResize(t *testing.T) {
+	res := func(cpuReq, cpuLim, memLim string) v1.ResourceRequirements {
+		r := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+		for _, kv := range []struct {
+			l v1.ResourceList
+			n v1.ResourceName
+			q string
+		}{{r.Requests, v1.ResourceCPU, cpuReq}, {r.Limits, v1.ResourceCPU, cpuLim}, {r.Limits, v1.ResourceMemory, memLim}} {
+			if kv.q != "" {
+				kv.l[kv.n] = resource.MustParse(kv.q)
+			}
+		}
+		return r
+	}
+	always := v1.ContainerRestartPolicyAlways
+	spec := func(r v1.ResourceRequirements, policies ...v1.ContainerResizePolicy) *v1.Pod {
+		p := actPod.DeepCopy()
+		p.Spec.Containers = p.Spec.Containers[:1]
+		p.Spec.Containers[0].Resources, p.Spec.Containers[0].ResizePolicy = r, policies
+		p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "envoy", RestartPolicy: &always, Resources: r, ResizePolicy: policies}}
+		return p
+	}
+	// running is p's container name (app, or the sidecar side) running
+	// in sb1 with resources r (nil: unknown).
+	running := func(p *v1.Pod, name string, r *v1.ResourceRequirements) *pod.Container {
+		init := name == "side"
+		c := &pod.Container{ID: "sb1-" + name, SandboxID: "sb1", Name: name, State: pod.ContainerRunning, Init: init, Resources: r}
+		c.Hash = HashContainer(containerSpec(p, name, init))
+		return c
+	}
+	old := res("100m", "200m", "128Mi")
+	restartMemory := v1.ContainerResizePolicy{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}
+	tests := []struct {
+		name string
+		pod  *v1.Pod
+		app  *v1.ResourceRequirements // the app container's (the sidecar runs as specified)
+		want func(p *v1.Pod, app *pod.Container) actions
+	}{
+		{
+			name: "resources as allocated: nothing",
+			pod:  spec(old), app: &old,
+			want: func(*v1.Pod, *pod.Container) actions { return actions{sandboxID: "sb1"} },
+		},
+		{
+			name: "resources unknown (an older agent's container): nothing",
+			pod:  spec(res("1", "2", "1Gi")), app: nil,
+			want: func(*v1.Pod, *pod.Container) actions { return actions{sandboxID: "sb1"} },
+		},
+		{
+			name: "cpu changed: resized in place",
+			pod:  spec(res("200m", "400m", "128Mi")), app: &old,
+			want: func(p *v1.Pod, c *pod.Container) actions {
+				return actions{sandboxID: "sb1", resize: []resizeInfo{{c, &p.Spec.Containers[0]}}, resizePod: true}
+			},
+		},
+		{
+			name: "cpu changed, memory policy RestartContainer: in place still",
+			pod:  spec(res("200m", "400m", "128Mi"), restartMemory), app: &old,
+			want: func(p *v1.Pod, c *pod.Container) actions {
+				return actions{sandboxID: "sb1", resize: []resizeInfo{{c, &p.Spec.Containers[0]}}, resizePod: true}
+			},
+		},
+		{
+			name: "memory changed, its policy RestartContainer: restarted",
+			pod:  spec(res("100m", "200m", "256Mi"), restartMemory), app: &old,
+			want: func(p *v1.Pod, c *pod.Container) actions {
+				return actions{sandboxID: "sb1", start: []int{0}, resizePod: true,
+					kill: []killInfo{{c, "Container app resize requires restart", 30}}}
+			},
+		},
+		{
+			name: "cpu requests at or below 2m, limits at or below 10m: the same to the kernel",
+			pod:  spec(res("1m", "5m", "128Mi")), app: func() *v1.ResourceRequirements { r := res("2m", "10m", "128Mi"); return &r }(),
+			want: func(*v1.Pod, *pod.Container) actions { return actions{sandboxID: "sb1"} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := running(tt.pod, "app", tt.app)
+			sideRes := tt.pod.Spec.InitContainers[0].Resources
+			st := rs(sbList(sb("sb1", 0, true)), app, running(tt.pod, "side", &sideRes))
+			got := computeActions(tt.pod, specHash, st, nil)
+			if diff := cmp.Diff(tt.want(tt.pod, app), got, cmp.AllowUnexported(actions{}, killInfo{}, resizeInfo{})); diff != "" {
+				t.Errorf("computeActions() (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// A sidecar is resized as an app container is.
+	p := spec(res("200m", "400m", "256Mi"), restartMemory)
+	app := running(p, "app", &p.Spec.Containers[0].Resources)
+	side := running(p, "side", &old)
+	got := computeActions(p, specHash, rs(sbList(sb("sb1", 0, true)), app, side), nil)
+	want := actions{sandboxID: "sb1", startInit: []int{0}, resizePod: true, kill: []killInfo{{side, "Container side resize requires restart", 30}}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(actions{}, killInfo{}, resizeInfo{})); diff != "" {
+		t.Errorf("sidecar resize (-want +got):\n%s", diff)
 	}
 }

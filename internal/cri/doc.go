@@ -34,6 +34,24 @@
 // only, and static pods, whose content hash is recorded on the sandbox,
 // have none.
 //
+// In-place resize (the pod's resize subresource): a container's hash
+// covers its spec but its resources and resize policy, so a resize is no
+// spec change. SyncPod works on the pod as the allocation manager
+// allocated it (Config.Allocations: Resize decides a resize of the spec
+// first); a running app container or sidecar whose allocated cpu or
+// memory differ from what it runs with — recorded at its creation in
+// AnnotationContainerResources, after an in-place resize in the
+// allocation manager's Actuated record — is resized in place (resize.go,
+// the kubelet's doPodResizeAction: memory limits below the current usage
+// refused, the pod cgroup raised through the SandboxMutators before the
+// UpdateContainerResources calls and lowered after them), or restarted
+// when its resizePolicy says RestartContainer for a changed resource.
+// Containers of an agent before in-place resize carry a hash of their
+// whole spec: one that matches the spec is adopted (its new-style hash
+// and resources recorded), so an upgrade restarts nothing; the
+// PodResizeInProgress condition follows from each sync's outcome
+// (Allocations.ResizeProgress).
+//
 // Pod directories and the volumes in them belong to package podvolumes
 // (Config.Volumes): cri asks it for a container's volume mounts and
 // /etc/hosts before each start, for a refresh of the rendered volumes on

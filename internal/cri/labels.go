@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 )
@@ -41,6 +42,11 @@ const (
 	// which are never restarted; the kubelet tells them apart by the
 	// pod's spec, which a restarted agent or housekeeping may not have.
 	AnnotationEphemeral = "io.nodeagent.container.ephemeral"
+	// AnnotationContainerResources records the cpu and memory requests
+	// and limits a container was created with (JSON of a
+	// v1.ResourceRequirements): what it runs with until an in-place
+	// resize, which the allocation manager records instead.
+	AnnotationContainerResources = "io.nodeagent.container.resources"
 )
 
 func podLabels(p *v1.Pod) map[string]string {
@@ -104,16 +110,74 @@ func containerAnnotations(p *v1.Pod, s startSpec, restartCount int) map[string]s
 	}
 	if s.ephemeral != nil {
 		a[AnnotationEphemeral] = "true"
+	} else if b, err := json.Marshal(cpuMemory(c.Resources)); err == nil {
+		// Ephemeral containers have none, and are never resized.
+		a[AnnotationContainerResources] = string(b)
 	}
 	return a
 }
 
-// HashContainer hashes the whole container spec: any change to it, unlike
-// the kubelet's hash of a subset of fields, restarts the container. It
-// covers one container only: adding an ephemeral container to the pod
-// changes no other container's hash (nor the static pods' config hash,
-// as static pods have no ephemeral containers).
+// parseResources reads AnnotationContainerResources; nil when absent or
+// unreadable (a container of an older agent).
+func parseResources(v string) *v1.ResourceRequirements {
+	if v == "" {
+		return nil
+	}
+	r := &v1.ResourceRequirements{}
+	if err := json.Unmarshal([]byte(v), r); err != nil {
+		return nil
+	}
+	return r
+}
+
+// cpuMemory is the cpu and memory part of r, the resources an in-place
+// resize changes; nil lists when it has none.
+func cpuMemory(r v1.ResourceRequirements) v1.ResourceRequirements {
+	pick := func(l v1.ResourceList) v1.ResourceList {
+		var out v1.ResourceList
+		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			if q, ok := l[n]; ok {
+				if out == nil {
+					out = v1.ResourceList{}
+				}
+				out[n] = q.DeepCopy()
+			}
+		}
+		return out
+	}
+	return v1.ResourceRequirements{Requests: pick(r.Requests), Limits: pick(r.Limits)}
+}
+
+// hashVersion prefixes the hashes HashContainer makes. A recorded hash
+// without it was made by an agent that hashed the whole spec
+// (legacyHash).
+const hashVersion = "v2:"
+
+// HashContainer hashes the container spec but its resources and resize
+// policy: a change of any other field restarts the container (the
+// kubelet hashes fewer fields; a static pod's others may change too),
+// while a resize (the pod's resize subresource) is
+// applied in place or by the container's resize policy (see
+// computeActions). It covers one container only: adding an ephemeral
+// container to the pod changes no other container's hash (nor the static
+// pods' config hash, as static pods have no ephemeral containers).
 func HashContainer(c *v1.Container) string {
+	cp := *c
+	cp.Resources, cp.ResizePolicy = v1.ResourceRequirements{}, nil
+	return hashVersion + md5Hex(&cp)
+}
+
+// legacyHash is the hash agents before in-place resize recorded: of the
+// whole spec, resources included. A container they made is kept when it
+// matches the spec (see withActuated), so an agent upgrade restarts
+// nothing.
+func legacyHash(c *v1.Container) string { return md5Hex(c) }
+
+// isLegacyHash reports a hash recorded by an agent before in-place
+// resize.
+func isLegacyHash(h string) bool { return h != "" && !strings.HasPrefix(h, hashVersion) }
+
+func md5Hex(c *v1.Container) string {
 	b, err := json.Marshal(c)
 	if err != nil {
 		panic(err) // a v1.Container always marshals

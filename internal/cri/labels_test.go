@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -27,6 +28,11 @@ var labelPod = func() *v1.Pod {
 				Lifecycle: &v1.Lifecycle{PreStop: &v1.LifecycleHandler{
 					Exec: &v1.ExecAction{Command: []string{"sleep", "5"}},
 				}},
+				Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi"),
+						v1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+					Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m")},
+				},
 			}},
 		},
 	}
@@ -96,6 +102,7 @@ func TestContainerAnnotations(t *testing.T) {
 				"io.kubernetes.pod.terminationGracePeriod":         "45",
 				"io.kubernetes.container.ports":                    `[{"name":"http","containerPort":80,"protocol":"TCP"}]`,
 				"io.kubernetes.container.preStopHandler":           `{"exec":{"command":["sleep","5"]}}`,
+				"io.nodeagent.container.resources":                 `{"limits":{"cpu":"200m"},"requests":{"cpu":"100m","memory":"64Mi"}}`,
 			},
 		},
 		{
@@ -111,6 +118,7 @@ func TestContainerAnnotations(t *testing.T) {
 				"io.kubernetes.container.ports":                    `[{"name":"http","containerPort":80,"protocol":"TCP"}]`,
 				"io.kubernetes.container.preStopHandler":           `{"exec":{"command":["sleep","5"]}}`,
 				"io.nodeagent.container.init":                      "true",
+				"io.nodeagent.container.resources":                 `{"limits":{"cpu":"200m"},"requests":{"cpu":"100m","memory":"64Mi"}}`,
 			},
 		},
 		{
@@ -154,6 +162,14 @@ func TestHashContainer(t *testing.T) {
 		{name: "env", mutate: func(c *v1.Container) { c.Env = []v1.EnvVar{{Name: "A", Value: "1"}} }},
 		{name: "args", mutate: func(c *v1.Container) { c.Args = []string{"-v"} }},
 		{name: "pull policy", mutate: func(c *v1.Container) { c.ImagePullPolicy = v1.PullAlways }},
+		// A resize is no spec change: the resize policy decides.
+		{name: "resources", same: true, mutate: func(c *v1.Container) {
+			c.Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+			c.Resources.Limits = nil
+		}},
+		{name: "resize policy", same: true, mutate: func(c *v1.Container) {
+			c.ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
+		}},
 	}
 	want := HashContainer(&base)
 	for _, tt := range tests {
@@ -164,5 +180,28 @@ func TestHashContainer(t *testing.T) {
 				t.Errorf("hash equal = %v, want %v", got, tt.same)
 			}
 		})
+	}
+}
+
+// The hash agents before in-place resize recorded stays recognised: the
+// whole spec's, told apart from the new ones by their version prefix.
+func TestLegacyHash(t *testing.T) {
+	c := labelPod.Spec.Containers[0]
+	if h := HashContainer(&c); isLegacyHash(h) {
+		t.Errorf("HashContainer() = %q taken for a legacy hash", h)
+	}
+	old := legacyHash(&c)
+	if !isLegacyHash(old) || len(old) != 16 {
+		t.Errorf("legacyHash() = %q, want 16 hex digits without a version", old)
+	}
+	// The function of the agents before: md5 of the JSON spec, resources
+	// included.
+	resized := *c.DeepCopy()
+	resized.Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+	if legacyHash(&resized) == old {
+		t.Error("legacyHash() does not cover the resources")
+	}
+	if isLegacyHash("") {
+		t.Error("no hash taken for a legacy one")
 	}
 }

@@ -167,6 +167,7 @@ func containerFromList(c *runtimeapi.Container) *pod.Container {
 		Init:      c.Annotations[AnnotationInit] == "true",
 		Ephemeral: c.Annotations[AnnotationEphemeral] == "true",
 		ImageRef:  c.ImageRef,
+		Resources: parseResources(c.Annotations[AnnotationContainerResources]),
 	}
 	if c.Image != nil {
 		pc.Image = c.Image.Image

@@ -83,6 +83,11 @@ type Config struct {
 	// directories of gone pods. Give one over the same RootDir, NodeIP
 	// and Objects; when nil, one is made from them.
 	Volumes *podvolumes.Manager
+	// Allocations, if set, is the allocation manager: the resources each
+	// pod's containers are allocated (in-place resize), and the records of
+	// what was applied to running containers. When nil, every spec is
+	// allocated as it is and the records are kept in memory only.
+	Allocations Allocations
 	// Security profiles, /etc/hosts: see security.go (the hosts file
 	// itself is written by Volumes).
 	SpecConfig
@@ -102,6 +107,7 @@ type Runtime struct {
 	node downward.Node // what env vars read of the node
 	// phases is the run chain: the lifecycle hooks, then Config.Phases.
 	phases []Phase
+	alloc  Allocations
 }
 
 // New validates cfg and returns a Runtime.
@@ -144,7 +150,11 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Volumes = v
 	}
 	cfg.SpecConfig = cfg.SpecConfig.withDefaults(cfg.RootDir)
-	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri"), node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir, Allocatable: cfg.NodeAllocatable}}
+	r := &Runtime{cfg: cfg, c: cfg.Client, log: cfg.Logger.Named("cri"), node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir, Allocatable: cfg.NodeAllocatable},
+		alloc: cfg.Allocations}
+	if r.alloc == nil {
+		r.alloc = &specAllocations{}
+	}
 	// The run chain, assembled here and only here.
 	r.phases = append([]Phase{lifecycleHooks{r}}, cfg.Phases...)
 	return r, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/cri/critest"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // webPod is a static pod with one container whose image is always pulled.
@@ -76,7 +77,7 @@ type harness struct {
 func newHarness(t *testing.T, opts ...func(*cri.Config)) *harness {
 	t.Helper()
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: t.TempDir()}
+	h := &harness{t: t, fake: critest.New(clk), clock: clk, logs: t.TempDir(), root: volumeRoot(t)}
 	cfg := cri.Config{
 		Client:     h.fake,
 		Logger:     zaptest.NewLogger(t),
@@ -987,4 +988,12 @@ func TestSyncPodWaitsForTheNetwork(t *testing.T) {
 	if !slices.Contains(fake.Methods(), "RunPodSandbox") {
 		t.Fatal("a host-network pod waited for the pod network")
 	}
+}
+
+// volumeRoot is a temporary root for pod directories whose tmpfs mounts
+// (secret and projected volumes) are undone before it is removed.
+func volumeRoot(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { volume.UnmountUnder(dir) })
+	return dir
 }

@@ -24,11 +24,17 @@ const retryAfterError = 10 * time.Second
 // SyncPod makes one step toward the pod's spec on the runtime, given what
 // the runtime has (st, from the PLEG status cache): it never blocks on a backoff; it
 // reports it in the result's Waiting and RetryAfter instead.
-func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) (res pod.SyncResult) {
-	specHash := p.Annotations[configHashAnnotation]
-	a := computeActions(p, specHash, st, r.cfg.Probes)
-	log := r.log.With(zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+//
+// It works on the pod as allocated (Allocations.Resize, which decides a
+// resize of the spec first): containers start with their allocated
+// resources, and running ones are resized to them (see resize).
+func (r *Runtime) SyncPod(ctx context.Context, desired *v1.Pod, st *pod.RuntimeStatus) (res pod.SyncResult) {
+	log := r.log.With(zap.String("pod", pod.FullName(desired)), zap.String("uid", string(desired.UID)))
 	defer r.collectGarbage(ctx, st, log)
+	p := r.alloc.Resize(desired)
+	specHash := p.Annotations[configHashAnnotation]
+	st = r.withActuated(p, st, log)
+	a := computeActions(p, specHash, st, r.cfg.Probes)
 	if a.killPod {
 		log.Info("stopping pod to replace its sandbox or end it")
 		if a.createSandbox {
@@ -41,10 +47,17 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 		}
 	}
 	if a.initFailed || (!a.createSandbox && a.sandboxID == "") {
+		r.alloc.ResizeProgress(p, false, nil) // nothing runs
 		return res
 	}
 	sbCfg := r.sandboxConfig(p, specHash, a.attempt)
-	if err := r.mutateSandbox(ctx, p, sbCfg); err != nil {
+	// The pod cgroup as its running containers are (a resize changes it
+	// below, in order); as allocated for a new sandbox.
+	cgPod := p
+	if !a.createSandbox {
+		cgPod = appliedPod(p, st, a.sandboxID)
+	}
+	if err := r.mutateSandbox(ctx, cgPod, sbCfg); err != nil {
 		// As the kubelet when it cannot ensure the pod cgroup.
 		r.event(p, v1.EventTypeWarning, "FailedCreatePodContainer", "unable to ensure pod container exists: %v", err)
 		res.Err = err
@@ -108,6 +121,19 @@ func (r *Runtime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus)
 			res.Retry(retryAfterError)
 			return res
 		}
+	}
+	// In-place resize, before any start: a container restarted for its
+	// resize policy starts in the resized pod cgroup (the kubelet's
+	// SyncPod step 7).
+	if err := r.resize(ctx, p, st, a, sbCfg, log); err != nil {
+		log.Warn("resize pod in place failed; retried at the next sync", zap.Error(err))
+		r.alloc.ResizeProgress(p, true, err)
+		if res.Err == nil {
+			res.Err = err
+		}
+		res.Retry(retryAfterError)
+	} else {
+		r.alloc.ResizeProgress(p, false, nil)
 	}
 	// Ephemeral containers first, as the kubelet: an init container that
 	// cannot start does not keep a debugging container out.

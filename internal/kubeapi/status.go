@@ -275,10 +275,13 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 	return w.patchStatus(ctx, target, *s)
 }
 
-// ownedConditions are the pod conditions the node sets; others (set by
-// the scheduler, controllers or readiness gates) are kept as they are.
+// ownedConditions are the pod conditions the node sets (the kubelet's
+// PodConditionsByKubelet, the resize ones included: one the node no
+// longer reports is removed); others (set by the scheduler, controllers
+// or readiness gates) are kept as they are.
 var ownedConditions = map[v1.PodConditionType]bool{
 	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true, v1.PodScheduled: true,
+	v1.PodResizePending: true, v1.PodResizeInProgress: true,
 }
 
 func isTerminal(ph v1.PodPhase) bool { return ph == v1.PodSucceeded || ph == v1.PodFailed }
@@ -336,10 +339,13 @@ func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.Pod
 	return nil
 }
 
-// merged is the status to write: the node's fields from s, and what
-// others own (nominatedNodeName, resource claim statuses, conditions of
-// readiness gates or the scheduler, …) as old has it. The API's
-// startTime and the transition times of unchanged conditions are kept.
+// merged is the status to write: the node's fields from s (the
+// containers' allocatedResources and resources with their statuses), and
+// what others own (nominatedNodeName, resource claim statuses,
+// conditions of readiness gates or the scheduler, …) as old has it. The
+// API's startTime and the transition times of unchanged conditions are
+// kept (a resize condition's only while its reason is the same, as the
+// kubelet moves it). observedGeneration is the pod's generation.
 func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
 	out := *old.DeepCopy()
 	out.Phase, out.Message, out.Reason = s.Phase, s.Message, s.Reason
@@ -359,7 +365,7 @@ func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
 			if oc := findCondition(old.Conditions, v1.PodScheduled); oc != nil {
 				c = *oc // the scheduler's, when it set it
 			}
-		} else if oc := findCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status {
+		} else if oc := findCondition(old.Conditions, c.Type); oc != nil && oc.Status == c.Status && (!isResize(c.Type) || oc.Reason == c.Reason) {
 			c.LastTransitionTime = oc.LastTransitionTime
 		}
 		out.Conditions = append(out.Conditions, c)
@@ -370,6 +376,10 @@ func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
 		}
 	}
 	return out
+}
+
+func isResize(t v1.PodConditionType) bool {
+	return t == v1.PodResizePending || t == v1.PodResizeInProgress
 }
 
 func findCondition(cs []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {

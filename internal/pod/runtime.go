@@ -3,6 +3,7 @@ package pod
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -58,6 +59,26 @@ type Container struct {
 	// GracePeriod is the pod's termination grace recorded at creation,
 	// used to kill containers whose pod object is gone.
 	GracePeriod int64
+	// Resources are the cpu and memory requests and limits the instance
+	// runs with: those it was created with (a container annotation), or
+	// those of its last in-place resize (the allocation manager's
+	// Actuated record, which the runtime lays over the listing). Nil when
+	// unknown: a container made by an agent that did not record them.
+	Resources *v1.ResourceRequirements
+}
+
+// Actuated is what the agent applied to one running container instance
+// beyond what the runtime's listing of it says, kept across agent
+// restarts by the allocation manager: the resources of its last in-place
+// resize and, for a container an older agent made (whose hash covered
+// its whole spec), the spec hash it was adopted with. A record holds for
+// the instance ContainerID only; a newer instance of the container
+// starts afresh from its own annotations.
+type Actuated struct {
+	ContainerID string                  `json:"containerID"`
+	Resources   v1.ResourceRequirements `json:"resources"`
+	// Hash, when set, replaces the instance's recorded spec hash.
+	Hash string `json:"hash,omitempty"`
 }
 
 // RuntimeStatus is everything the runtime knows about one pod, newest

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
@@ -27,6 +28,28 @@ import (
 // ephemeralContainerStatuses and count for nothing else: not the phase,
 // not initialisation, not readiness.
 func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults) v1.PodStatus {
+	return compute(p, st, res, runtimeName, probes, nil)
+}
+
+// Resizes is what the status reads of in-place resize: the allocation
+// manager's allocations, its records of what was applied to running
+// containers, and its PodResizePending and PodResizeInProgress
+// conditions. Safe for concurrent use.
+type Resizes interface {
+	// Allocated is the resources allocated to a pod's app container or
+	// sidecar; false when it has none.
+	Allocated(uid types.UID, container string) (v1.ResourceRequirements, bool)
+	// Actuated is the record of a running instance's last in-place
+	// resize; false when there is none for that instance.
+	Actuated(uid types.UID, container, id string) (pod.Actuated, bool)
+	// Conditions are the pod's resize conditions that are set.
+	Conditions(uid types.UID) []v1.PodCondition
+}
+
+// compute is Compute with, when rz is set, the resize fields the kubelet
+// reports: each resizable container's allocatedResources and resources
+// (resizeStatus), and the pod's resize conditions after its others.
+func compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName string, probes pod.ProbeResults, rz Resizes) v1.PodStatus {
 	out := v1.PodStatus{QOSClass: pod.QOSClass(p)}
 	sb := st.LatestSandbox()
 	sandboxReady := sb != nil && sb.State == runtimeapi.PodSandboxState_SANDBOX_READY
@@ -51,7 +74,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 	initFailed := false
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		cs := containerStatus(p, c, st, true, res, runtimeName, sb, probes)
+		cs := containerStatus(p, c, st, true, res, runtimeName, sb, probes, rz)
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "" {
 			cs.State.Waiting.Reason = "PodInitializing"
 		}
@@ -77,7 +100,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 	var running, waiting, stopped, succeeded int
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
-		cs := containerStatus(p, c, st, false, res, runtimeName, sb, probes)
+		cs := containerStatus(p, c, st, false, res, runtimeName, sb, probes, rz)
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason == "" {
 			cs.State.Waiting.Reason = "ContainerCreating"
 			if !initsDone {
@@ -136,6 +159,9 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 	}
 
 	out.Conditions = conditions(p, st, out)
+	if rz != nil {
+		out.Conditions = append(out.Conditions, rz.Conditions(p.UID)...)
+	}
 	if res.SandboxError != "" {
 		out.Message = "FailedCreatePodSandBox: " + res.SandboxError
 	}
@@ -145,7 +171,7 @@ func Compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult, runtimeName s
 // containerStatus reports the newest instance of one container; when it
 // has exited and will be restarted, the instance shows as Waiting with the
 // exit as its last termination state.
-func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init bool, res pod.SyncResult, runtimeName string, sb *pod.Sandbox, probes pod.ProbeResults) v1.ContainerStatus {
+func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init bool, res pod.SyncResult, runtimeName string, sb *pod.Sandbox, probes pod.ProbeResults, rz Resizes) v1.ContainerStatus {
 	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	var latest, previous *pod.Container
 	if st != nil {
@@ -171,6 +197,7 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 	cs.ContainerID = runtimeName + "://" + latest.ID
 	cs.ImageID = latest.ImageRef
 	cs.RestartCount = int32(latest.RestartCount)
+	resizeStatus(&cs, p.UID, c, init, latest, rz)
 	if previous != nil && previous.State == pod.ContainerExited {
 		cs.LastTerminationState.Terminated = terminated(previous, runtimeName)
 	}
@@ -203,6 +230,59 @@ func containerStatus(p *v1.Pod, c *v1.Container, st *pod.RuntimeStatus, init boo
 		cs.Started = &f
 	}
 	return cs
+}
+
+// resizeStatus sets a container status's allocatedResources and
+// resources as the kubelet's convertToAPIContainerStatuses does for an
+// app container or sidecar with an allocation and an instance: the
+// allocated requests, and the resources in effect — as allocated, but
+// for a running instance the cpu and memory requests and limits it runs
+// with (its last in-place resize as recorded, else those it was created
+// with). The kubelet reads those of a running instance from the
+// runtime's status where the runtime reports them; the agent reports
+// what it applied, which its own resize decisions go by too.
+func resizeStatus(cs *v1.ContainerStatus, uid types.UID, c *v1.Container, init bool, latest *pod.Container, rz Resizes) {
+	if rz == nil || (init && !pod.IsSidecar(c)) {
+		return
+	}
+	alloc, ok := rz.Allocated(uid, c.Name)
+	if !ok {
+		return
+	}
+	cs.AllocatedResources = alloc.Requests.DeepCopy()
+	res := alloc.DeepCopy()
+	if latest.State == pod.ContainerRunning {
+		applied := latest.Resources
+		if a, ok := rz.Actuated(uid, c.Name, latest.ID); ok {
+			applied = &a.Resources
+		}
+		if applied != nil {
+			*res = withCPUMemory(*res, *applied)
+		}
+	}
+	cs.Resources = res
+}
+
+// withCPUMemory is r with its cpu and memory requests and limits those
+// of applied (absent there: absent).
+func withCPUMemory(r, applied v1.ResourceRequirements) v1.ResourceRequirements {
+	out := *r.DeepCopy()
+	set := func(dst *v1.ResourceList, src v1.ResourceList) {
+		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			q, ok := src[n]
+			switch {
+			case ok && *dst == nil:
+				*dst = v1.ResourceList{n: q.DeepCopy()}
+			case ok:
+				(*dst)[n] = q.DeepCopy()
+			default:
+				delete(*dst, n)
+			}
+		}
+	}
+	set(&out.Requests, applied.Requests)
+	set(&out.Limits, applied.Limits)
+	return out
 }
 
 // ephemeralStatus reports an ephemeral container as the kubelet does
@@ -303,6 +383,13 @@ const (
 var ownedConditions = map[v1.PodConditionType]bool{
 	v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true,
 	v1.PodReady: true, v1.PodScheduled: true,
+	v1.PodResizePending: true, v1.PodResizeInProgress: true,
+}
+
+// isResizeCondition reports the resize conditions, whose times the
+// allocation manager keeps.
+func isResizeCondition(t v1.PodConditionType) bool {
+	return t == v1.PodResizePending || t == v1.PodResizeInProgress
 }
 
 // conditions are the node's conditions of a pod whose container statuses

@@ -4,6 +4,13 @@
 // file per pod under a status directory, written atomically (Manager), read
 // back by `nodeagent pods` and `nodeagent describe` (List, Read).
 //
+// In-place resize (Manager.SetResizes, the allocation manager): each app
+// container's and sidecar's allocatedResources (its allocated requests)
+// and resources (in effect: what a running instance was created with or
+// last resized to in place; as allocated otherwise), and the pod's
+// PodResizePending and PodResizeInProgress conditions with their own
+// observed generation and transition times, after the others.
+//
 // Concurrency: Manager's methods are safe for concurrent use by the pod
 // workers and the loop.
 package status

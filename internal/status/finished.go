@@ -26,7 +26,7 @@ func (m *Manager) Finished(p *v1.Pod, st *pod.RuntimeStatus, reason, message str
 	case reason == "" && isTerminalPhase(p.Status.Phase) && (st == nil || len(st.Containers) == 0):
 		s = v1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message}
 	default:
-		s = terminal(Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes))
+		s = terminal(m.compute(p, st, pod.SyncResult{}))
 		switch {
 		case reason != "":
 			s.Phase, s.Reason, s.Message = v1.PodFailed, reason, message

@@ -62,6 +62,10 @@ type Manager struct {
 	// probes, if set, gives the containers' startup and readiness
 	// verdicts. Set before the loop runs.
 	probes pod.ProbeResults
+	// resizes, if set, gives the in-place resize fields (allocated
+	// resources, resources in effect, resize conditions). Set before the
+	// loop runs.
+	resizes Resizes
 	// pub, if set, receives every published status, removal and event
 	// (API mode: the API server's writer).
 	pub Publisher
@@ -97,6 +101,24 @@ func (m *Manager) SetProbes(r pod.ProbeResults) {
 	m.mu.Lock()
 	m.probes = r
 	m.mu.Unlock()
+}
+
+// SetResizes makes statuses show in-place resize: each resizable
+// container's allocatedResources and resources, and the pod's
+// PodResizePending and PodResizeInProgress conditions; call it before
+// the sync loop runs.
+func (m *Manager) SetResizes(r Resizes) {
+	m.mu.Lock()
+	m.resizes = r
+	m.mu.Unlock()
+}
+
+// compute is Compute with the Manager's probes and resizes.
+func (m *Manager) compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) v1.PodStatus {
+	m.mu.Lock()
+	probes, rz := m.probes, m.resizes
+	m.mu.Unlock()
+	return compute(p, st, res, m.runtimeName, probes, rz)
 }
 
 type deletion struct {
@@ -135,7 +157,7 @@ func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	delete(m.terminating, p.UID)
 	delete(m.refused, p.UID)
 	m.mu.Unlock()
-	m.publish(p, Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes))
+	m.publish(p, m.compute(p, st, pod.SyncResult{}))
 	if readded {
 		m.write(p) // the same status, without the deletion mark
 	}
@@ -263,7 +285,7 @@ func (m *Manager) Synced(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) v
 	if m.isRefused(p) {
 		return "" // evicted while this sync ran: Failed/Evicted stands
 	}
-	s := Compute(p, st, res, m.runtimeName, m.probes)
+	s := m.compute(p, st, res)
 	m.publish(p, s)
 	return s.Phase
 }
@@ -282,7 +304,7 @@ func (m *Manager) isRefused(p *v1.Pod) bool {
 // ContainerStatusUnknown, exit code 137), phase Succeeded when every
 // container exited 0, else Failed.
 func (m *Manager) Terminated(p *v1.Pod, st *pod.RuntimeStatus) {
-	s := terminal(Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes))
+	s := terminal(m.compute(p, st, pod.SyncResult{}))
 	m.mu.Lock()
 	prev, had := m.last[p.UID]
 	m.mu.Unlock()
@@ -331,7 +353,7 @@ func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message stri
 	if m.isRefused(p) {
 		return
 	}
-	s := Compute(p, st, pod.SyncResult{}, m.runtimeName, m.probes)
+	s := m.compute(p, st, pod.SyncResult{})
 	if s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
 		s.Phase = v1.PodPending
 	}
@@ -461,6 +483,9 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	}
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
+		if isResizeCondition(c.Type) && !c.LastTransitionTime.IsZero() {
+			continue // the allocation manager's, moved when its reason changes
+		}
 		c.LastTransitionTime = now
 		for _, pc := range prev.Conditions {
 			if pc.Type == c.Type && pc.Status == c.Status {

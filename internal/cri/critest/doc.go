@@ -11,6 +11,12 @@
 // every call in order, and errors injected per method. Tests move containers on with
 // ExitContainer and SetSandboxState.
 //
+// In-place resize: UpdateContainerResources merges the request's
+// non-zero Linux resources into the container's (containerd's merge:
+// zero fields leave the current value), ContainerStatus reports them, and
+// ListContainerStats and PodSandboxStats report the memory usage set with
+// SetMemoryUsage and SetSandboxMemoryUsage (zero by default).
+//
 // Runtime handlers: RunPodSandbox accepts the default one and those added
 // with AddRuntimeHandler, and fails any other as containerd does ("no
 // runtime for … is configured").

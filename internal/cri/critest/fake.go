@@ -51,6 +51,12 @@ type Container struct {
 	ExitCode   int32
 	Reason     string
 	ImageRef   string
+	// Resources are its Linux resources: the config's, then each
+	// UpdateContainerResources' non-zero fields over them (containerd's
+	// merge); ContainerStatus reports them.
+	Resources *runtimeapi.LinuxContainerResources
+	// MemoryUsage is what ListContainerStats reports (SetMemoryUsage).
+	MemoryUsage uint64
 }
 
 // Fake is an in-memory cri.Client. The zero value is not usable; call
@@ -77,6 +83,9 @@ type Fake struct {
 	handlers map[string]bool
 	// dualStack gives new sandboxes an IPv6 address after the IPv4 one.
 	dualStack bool
+	// sandboxMemory is what PodSandboxStats reports, by sandbox ID
+	// (SetSandboxMemoryUsage).
+	sandboxMemory map[string]uint64
 }
 
 // AddRuntimeHandler makes RunPodSandbox accept handler, as a runtime
@@ -113,6 +122,8 @@ func New(c clock.PassiveClock) *Fake {
 		containers: map[string]*Container{},
 		images:     map[string]string{},
 		handlers:   map[string]bool{},
+
+		sandboxMemory: map[string]uint64{},
 	}
 }
 
@@ -201,6 +212,26 @@ func (f *Fake) ExitContainer(id string, exitCode int32, reason string) error {
 	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
 	c.ExitCode, c.Reason = exitCode, reason
 	c.FinishedAt = f.clock.Now().UnixNano()
+	return nil
+}
+
+// SetAnnotation sets (value "": removes) an annotation of a container's
+// config, as a container another agent version made would carry.
+func (f *Fake) SetAnnotation(id, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.containers[id]
+	if !ok {
+		return fmt.Errorf("container %q not found", id)
+	}
+	if value == "" {
+		delete(c.Config.Annotations, key)
+		return nil
+	}
+	if c.Config.Annotations == nil {
+		c.Config.Annotations = map[string]string{}
+	}
+	c.Config.Annotations[key] = value
 	return nil
 }
 
@@ -433,6 +464,10 @@ func (f *Fake) CreateContainer(_ context.Context, in *runtimeapi.CreateContainer
 	if ref == "" {
 		ref = image // created from a reference the fake returned earlier
 	}
+	var res *runtimeapi.LinuxContainerResources
+	if r := in.GetConfig().GetLinux().GetResources(); r != nil {
+		res = proto.Clone(r).(*runtimeapi.LinuxContainerResources)
+	}
 	f.containers[id] = &Container{
 		ID:        id,
 		SandboxID: in.PodSandboxId,
@@ -440,6 +475,7 @@ func (f *Fake) CreateContainer(_ context.Context, in *runtimeapi.CreateContainer
 		State:     runtimeapi.ContainerState_CONTAINER_CREATED,
 		CreatedAt: created,
 		ImageRef:  ref,
+		Resources: res,
 	}
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil
 }
@@ -501,7 +537,12 @@ func (f *Fake) RemoveContainer(_ context.Context, in *runtimeapi.RemoveContainer
 }
 
 func (f *Fake) containerStatus(c *Container) *runtimeapi.ContainerStatus {
+	var res *runtimeapi.ContainerResources
+	if c.Resources != nil {
+		res = &runtimeapi.ContainerResources{Linux: proto.Clone(c.Resources).(*runtimeapi.LinuxContainerResources)}
+	}
 	return &runtimeapi.ContainerStatus{
+		Resources:   res,
 		Id:          c.ID,
 		Metadata:    proto.Clone(c.Config.GetMetadata()).(*runtimeapi.ContainerMetadata),
 		State:       c.State,
@@ -629,4 +670,114 @@ func (f *Fake) PullImage(_ context.Context, in *runtimeapi.PullImageRequest, _ .
 	name := in.GetImage().GetImage()
 	f.images[name] = ImageRef(name)
 	return &runtimeapi.PullImageResponse{ImageRef: f.images[name]}, nil
+}
+
+// UpdateContainerResources merges the request's non-zero Linux resources
+// into a created or running container's, as containerd does; an exited
+// container is refused.
+func (f *Fake) UpdateContainerResources(_ context.Context, in *runtimeapi.UpdateContainerResourcesRequest, _ ...grpc.CallOption) (*runtimeapi.UpdateContainerResourcesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("UpdateContainerResources", in); err != nil {
+		return nil, err
+	}
+	c, ok := f.containers[in.ContainerId]
+	if !ok {
+		return nil, notFound("container", in.ContainerId)
+	}
+	if c.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return nil, status.Errorf(codes.FailedPrecondition, "container %q is not running or created", c.ID)
+	}
+	if c.Resources == nil {
+		c.Resources = &runtimeapi.LinuxContainerResources{}
+	}
+	r, cur := in.GetLinux(), c.Resources
+	if r == nil {
+		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+	}
+	if r.CpuPeriod != 0 {
+		cur.CpuPeriod = r.CpuPeriod
+	}
+	if r.CpuQuota != 0 {
+		cur.CpuQuota = r.CpuQuota
+	}
+	if r.CpuShares != 0 {
+		cur.CpuShares = r.CpuShares
+	}
+	if r.MemoryLimitInBytes != 0 {
+		cur.MemoryLimitInBytes = r.MemoryLimitInBytes
+	}
+	if r.CpusetCpus != "" {
+		cur.CpusetCpus = r.CpusetCpus
+	}
+	if r.CpusetMems != "" {
+		cur.CpusetMems = r.CpusetMems
+	}
+	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
+}
+
+// SetMemoryUsage sets the memory usage ListContainerStats reports for a
+// container.
+func (f *Fake) SetMemoryUsage(id string, bytes uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.containers[id]
+	if !ok {
+		return fmt.Errorf("container %q not found", id)
+	}
+	c.MemoryUsage = bytes
+	return nil
+}
+
+// SetSandboxMemoryUsage sets the memory usage PodSandboxStats reports
+// for a sandbox (its pod cgroup's).
+func (f *Fake) SetSandboxMemoryUsage(id string, bytes uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sandboxMemory[id] = bytes
+}
+
+// ListContainerStats reports the memory usage of the containers matching
+// the filter's ID, sandbox and labels.
+func (f *Fake) ListContainerStats(_ context.Context, in *runtimeapi.ListContainerStatsRequest, _ ...grpc.CallOption) (*runtimeapi.ListContainerStatsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("ListContainerStats", in); err != nil {
+		return nil, err
+	}
+	flt := in.GetFilter()
+	resp := &runtimeapi.ListContainerStatsResponse{}
+	for _, c := range f.containers {
+		switch {
+		case flt.GetId() != "" && flt.GetId() != c.ID,
+			flt.GetPodSandboxId() != "" && flt.GetPodSandboxId() != c.SandboxID,
+			!matches(c.Config.GetLabels(), flt.GetLabelSelector()):
+			continue
+		}
+		resp.Stats = append(resp.Stats, &runtimeapi.ContainerStats{
+			Attributes: &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: proto.Clone(c.Config.GetMetadata()).(*runtimeapi.ContainerMetadata),
+				Labels: maps.Clone(c.Config.GetLabels()), Annotations: maps.Clone(c.Config.GetAnnotations())},
+			Memory: &runtimeapi.MemoryUsage{Timestamp: f.clock.Now().UnixNano(), UsageBytes: &runtimeapi.UInt64Value{Value: c.MemoryUsage}},
+		})
+	}
+	sort.Slice(resp.Stats, func(i, j int) bool { return resp.Stats[i].Attributes.Id < resp.Stats[j].Attributes.Id })
+	return resp, nil
+}
+
+// PodSandboxStats reports a sandbox's memory usage.
+func (f *Fake) PodSandboxStats(_ context.Context, in *runtimeapi.PodSandboxStatsRequest, _ ...grpc.CallOption) (*runtimeapi.PodSandboxStatsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.begin("PodSandboxStats", in); err != nil {
+		return nil, err
+	}
+	sb, ok := f.sandboxes[in.PodSandboxId]
+	if !ok {
+		return nil, notFound("sandbox", in.PodSandboxId)
+	}
+	return &runtimeapi.PodSandboxStatsResponse{Stats: &runtimeapi.PodSandboxStats{
+		Attributes: &runtimeapi.PodSandboxAttributes{Id: sb.ID, Metadata: proto.Clone(sb.Config.GetMetadata()).(*runtimeapi.PodSandboxMetadata)},
+		Linux: &runtimeapi.LinuxPodSandboxStats{Memory: &runtimeapi.MemoryUsage{
+			Timestamp: f.clock.Now().UnixNano(), UsageBytes: &runtimeapi.UInt64Value{Value: f.sandboxMemory[sb.ID]}}},
+	}}, nil
 }
