@@ -362,12 +362,12 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		ResyncPeriod:  o.syncFrequency,
 		OnIteration:   mets.ObserveIteration,
 		OnPodSync:     mets.ObservePodSync,
-		Housekeeping: func(active map[pod.UID]bool) {
+		Housekeeping: func(active, running map[pod.UID]bool) {
 			rt.GC()
-			rt.CleanupDirs(active)
-			cleanupCgroups(active)
-			cpuMgr.RemoveStale(active)
-			allocs.RemoveOrphans(active)
+			rt.CleanupDirs(active) // a finished pod keeps its logs
+			cleanupCgroups(running)
+			cpuMgr.RemoveStale(running)
+			allocs.RemoveOrphans(running)
 		},
 	})
 	if err != nil {

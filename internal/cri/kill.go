@@ -166,6 +166,13 @@ func (r *Runtime) StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 	return r.stopPod(ctx, p, st, r.killGrace(p, st, gracePeriodOverride), log)
 }
 
+// ReleasePod tears down what a finished, stopped pod no longer needs but
+// for its containers and logs (kept until the pod is removed): its
+// volumes, unmounted (tmpfs, subPath binds) and removed.
+func (r *Runtime) ReleasePod(_ context.Context, _ *v1.Pod, st *pod.RuntimeStatus) error {
+	return r.cfg.Volumes.Release(st.UID)
+}
+
 // killGrace is the grace period of a kill: the override, else the pod's
 // own, else the one recorded on its containers.
 func (r *Runtime) killGrace(p *v1.Pod, st *pod.RuntimeStatus, override int64) int64 {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -127,7 +128,7 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 			return nil, err
 		}
 		mgr.Start()
-	} else if mgr == nil && c.RotateCertificates && hasClientCert(cfg) {
+	} else if mgr == nil && c.RotateCertificates && hasClientCert(cfg) && nodeClientCert(cfg, c.NodeName, log) {
 		// A client certificate of the kubeconfig's own (kubeadm's
 		// kubelet.conf embeds one, valid a year): as the kubelet, it
 		// becomes the store's first certificate
@@ -225,6 +226,28 @@ func newClientCertManager(c ClientConfig, boot *rest.Config, initialCert, initia
 func hasClientCert(cfg *rest.Config) bool {
 	t := cfg.TLSClientConfig
 	return len(t.CertData) > 0 || t.CertFile != ""
+}
+
+// nodeClientCert reports whether cfg's client certificate is this node's
+// (CN system:node:<node>, O system:nodes): only such a one goes to the
+// store and is renewed through the node's CSR; any other (an operator's
+// admin certificate) is used as it is, with a warning.
+func nodeClientCert(cfg *rest.Config, nodeName string, log *zap.Logger) bool {
+	certPEM, _, err := clientCertPEM(cfg)
+	if err != nil {
+		return false
+	}
+	certs, err := parseCerts(certPEM)
+	if err != nil || len(certs) == 0 {
+		return false
+	}
+	subj := certs[0].Subject
+	if subj.CommonName == "system:node:"+nodeName && slices.Contains(subj.Organization, "system:nodes") {
+		return true
+	}
+	log.Warn("the kubeconfig's client certificate is not this node's; used as it is and not rotated",
+		zap.String("subject", subj.String()), zap.String("want", "CN=system:node:"+nodeName+",O=system:nodes"))
+	return false
 }
 
 // clientCertPEM is cfg's client certificate and key, PEM.

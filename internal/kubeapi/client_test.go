@@ -3,9 +3,17 @@ package kubeapi
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,11 +26,34 @@ import (
 // kubelet's; without rotation the kubeconfig is used as it is.
 func TestEmbeddedClientCertificateGoesToTheStore(t *testing.T) {
 	ca := newSigningCA(t)
-	certPEM, keyPEM, err := pemPair(leafCert(t, ca, 7))
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rotate := range []bool{true, false} {
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), NotBefore: now, NotAfter: now.Add(time.Hour),
+		Subject: pkix.Name{CommonName: "system:node:node1", Organization: []string{"system:nodes"}}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := pemPair(&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An operator's certificate (not this node's): used as it is.
+	adminPEM, adminKey, err := pemPair(leafCert(t, ca, 8)) // CN system:node:node1 but no O system:nodes
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rotate  bool
+		cert    []byte
+		key     []byte
+		toStore bool
+	}{{true, certPEM, keyPEM, true}, {false, certPEM, keyPEM, false}, {true, adminPEM, adminKey, false}} {
+		rotate := tc.toStore
+		certPEM, keyPEM := tc.cert, tc.key
 		dir := t.TempDir()
 		kubeconfig := filepath.Join(dir, "kubelet.conf")
 		kc := clientcmdapi.NewConfig()
@@ -35,7 +66,7 @@ func TestEmbeddedClientCertificateGoesToTheStore(t *testing.T) {
 		}
 		pki := filepath.Join(dir, "pki")
 		cl, err := Connect(context.Background(), ClientConfig{Kubeconfig: kubeconfig, CertDir: pki, NodeName: "node1",
-			QPS: 5, Burst: 10, RotateCertificates: rotate, Logger: zaptest.NewLogger(t)})
+			QPS: 5, Burst: 10, RotateCertificates: tc.rotate, Logger: zaptest.NewLogger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +79,7 @@ func TestEmbeddedClientCertificateGoesToTheStore(t *testing.T) {
 		case rotate && (cl.Config.CertFile != current || len(cl.Config.CertData) != 0):
 			t.Fatalf("rotate: client reads %q (data %d bytes), want the store's file", cl.Config.CertFile, len(cl.Config.CertData))
 		case !rotate && (err == nil || len(cl.Config.CertData) == 0):
-			t.Fatalf("no rotation: store written (%v) or the embedded certificate not used", err)
+			t.Fatalf("rotate %v, certificate to the store %v: store written (%v) or the embedded certificate not used", tc.rotate, tc.toStore, err)
 		}
 	}
 }

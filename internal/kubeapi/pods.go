@@ -199,14 +199,16 @@ func handedOverChanged(o, n any) bool {
 // parts): the agent's own status writes do not make the pod "updated"
 // and synced again. Of the status it keeps what others decide and the
 // agent acts on: a terminal phase with its reason and message (the pod
-// is over: never run again), and the conditions of the pod's readiness
-// gates (the pod is Ready only when they are True).
+// is over: never run again), the conditions of the pod's readiness
+// gates (the pod is Ready only when they are True), and the start time
+// (activeDeadlineSeconds counts from it), set once.
 func markAPI(p *v1.Pod) *v1.Pod {
 	c := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
 	c.ResourceVersion, c.ManagedFields = "", nil
 	if isTerminal(p.Status.Phase) {
 		c.Status.Phase, c.Status.Reason, c.Status.Message = p.Status.Phase, p.Status.Reason, p.Status.Message
 	}
+	c.Status.StartTime = p.Status.StartTime // activeDeadlineSeconds counts from it, across agent restarts
 	for _, g := range p.Spec.ReadinessGates {
 		if cond := findCondition(p.Status.Conditions, g.ConditionType); cond != nil {
 			c.Status.Conditions = append(c.Status.Conditions, *cond)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,7 +129,14 @@ func (w *watchedObjects) startWatchLocked(kind, ns, name string) *objectWatch {
 				changed() // a missing object a pod waits for was created
 			}
 		},
-		UpdateFunc: func(any, any) { changed() },
+		UpdateFunc: func(o, n any) {
+			om, err1 := meta.Accessor(o)
+			nm, err2 := meta.Accessor(n)
+			if err1 == nil && err2 == nil && om.GetResourceVersion() == nm.GetResourceVersion() {
+				return // a re-list, not a change
+			}
+			changed()
+		},
 		DeleteFunc: func(any) { changed() },
 	})
 	go inf.Run(ctx.Done())

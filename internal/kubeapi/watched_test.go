@@ -18,7 +18,7 @@ import (
 // missing one is NotFound, and an object nobody reads any more stops
 // being watched.
 func TestWatchedObjects(t *testing.T) {
-	cs := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "cfg"}, Data: map[string]string{"k": "1"}})
+	cs := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "cfg", ResourceVersion: "1"}, Data: map[string]string{"k": "1"}})
 	clk := testclock.NewFakeClock(time.Unix(1_000_000, 0))
 	w := newWatchedObjects(cs, clk)
 	if _, ok, _ := w.read("cm", "ns1", "cfg"); ok {
@@ -47,7 +47,7 @@ func TestWatchedObjects(t *testing.T) {
 	// An edit: announced, then read back. (The fake API ignores field
 	// selectors: the missing one is watched in another namespace, so that
 	// only cfg's watch hears of the edit.)
-	if _, err := cs.CoreV1().ConfigMaps("ns1").Update(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "cfg"},
+	if _, err := cs.CoreV1().ConfigMaps("ns1").Update(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "cfg", ResourceVersion: "2"},
 		Data: map[string]string{"k": "2"}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package podvolumes
 
 import (
+	"fmt"
 	"errors"
 	"os"
 	"path/filepath"
@@ -77,6 +78,19 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 			m.removeDir(filepath.Join(root, e.Name()))
 		}
 	}
+}
+
+// Release tears down a finished pod's volumes — unmounted (tmpfs,
+// subPath binds) and removed, as the kubelet tears down a terminated
+// pod's volumes — keeping the rest of its directory until the pod goes.
+func (m *Manager) Release(uid types.UID) error {
+	dir := m.Dir(uid)
+	for _, sub := range []string{"volume-subpaths", "volumes"} {
+		if err := volume.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return fmt.Errorf("release volumes: %w", err)
+		}
+	}
+	return nil
 }
 
 func (m *Manager) removeDir(dir string) {

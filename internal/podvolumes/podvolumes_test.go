@@ -370,3 +370,29 @@ func TestHostsMountReadsAFilledFileBounded(t *testing.T) {
 		t.Error("a same-size hosts file with other content was kept")
 	}
 }
+
+// Release tears down a finished pod's volumes (a tmpfs secret volume
+// unmounted) and keeps the rest of its directory (its hosts file).
+func TestReleaseTearsDownVolumes(t *testing.T) {
+	h := newHarness(t, false)
+	p := volPod(nil, nil)
+	if _, err := h.m.HostsMount(p, &p.Spec.Containers[0], "10.88.0.5", podvolumes.Hosts{Hostname: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(h.m.Dir(p.UID), "volumes", "kubernetes.io~secret", "creds")
+	if err := volume.EnsureTmpfs(secret, 0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Release(p.UID); err != nil {
+		t.Fatal(err)
+	}
+	if mps, _ := volume.MountsUnder(h.m.Dir(p.UID)); len(mps) != 0 {
+		t.Fatalf("still mounted: %v", mps)
+	}
+	if _, err := os.Stat(filepath.Join(h.m.Dir(p.UID), "volumes")); !os.IsNotExist(err) {
+		t.Fatalf("volumes left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.m.Dir(p.UID), "etc-hosts")); err != nil {
+		t.Fatalf("the pod's hosts file went too: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -240,7 +241,8 @@ func isStream(r *http.Request) bool {
 			return true
 		}
 	}
-	return strings.HasPrefix(p, "/containerLogs/") && r.URL.Query().Get("follow") == "true"
+	follow, _ := strconv.ParseBool(r.URL.Query().Get("follow")) // as the logs handler reads it
+	return strings.HasPrefix(p, "/containerLogs/") && follow
 }
 
 // Serve serves TLS on ln until ctx ends. Streams already upgraded are

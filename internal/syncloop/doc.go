@@ -20,6 +20,7 @@
 // next; every other event leaves the phase as it is):
 //
 //	syncing      --finish-->  finished
+//	syncing      --update-->  finished
 //	syncing      --kill-->    terminating
 //	syncing      --evict-->   terminating
 //	finished     --kill-->    terminating
@@ -28,8 +29,8 @@
 //	terminating  --update-->  finished
 //	terminating  --killed-->  terminated
 //
-// syncing: SyncPod at each step. finished (a terminal phase, or
-// activeDeadlineSeconds passed): what still runs is stopped, the final
+// syncing: SyncPod at each step. finished (a terminal phase — its sync
+// saw one, or its source shows one — or activeDeadlineSeconds passed): what still runs is stopped, the final
 // status published, nothing removed (logs stay) and nothing run again.
 // terminating: a deleted API pod is stopped and its final status written
 // first; then KillPod removes everything. terminated: the worker exits.

@@ -36,8 +36,9 @@ func (w *worker) finish(reason, message string) {
 // for logs until the pod is deleted): its probes end, whatever still runs
 // is stopped with the pod's grace period (preStop hooks, sidecars last,
 // then the sandboxes, which frees the IP), and, from a view taken after
-// that, its final status is published. The pod then waits for its
-// source to drop it; nothing is synced.
+// that, its volumes are released (ReleasePod: tmpfs unmounted) and its
+// final status is published. The pod then waits for its source to drop
+// it; nothing is synced.
 func (w *worker) finished(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, f finishing) bool {
 	l := w.loop
 	if l.cfg.Prober != nil {
@@ -54,6 +55,16 @@ func (w *worker) finished(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		w.poke() // the final status from a view after the stop
 		return false
 	}
+	if !w.released {
+		if err := l.rt.ReleasePod(ctx, p, st); err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("release finished pod's volumes failed; retrying", zap.Error(err))
+				l.queue.Enqueue(w.uid, l.cfg.ErrorRetry)
+			}
+			return false
+		}
+		w.released = true
+	}
 	if l.status != nil {
 		l.status.Finished(p, st, f.reason, f.message)
 	}
@@ -67,14 +78,18 @@ func (w *worker) finished(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 
 // activeDeadline is how long p may still be active on the node under its
 // activeDeadlineSeconds (0: no deadline), and whether that has passed,
-// counted from its start here: the worker's start, or its oldest
-// sandbox's creation when older (an agent restart).
+// counted from its start here: the worker's start, or the API's
+// startTime or its oldest sandbox's creation when older (an agent
+// restart).
 func (w *worker) activeDeadline(p *v1.Pod, st *pod.RuntimeStatus) (left time.Duration, exceeded bool) {
 	ads := p.Spec.ActiveDeadlineSeconds
 	if ads == nil {
 		return 0, false
 	}
 	start := w.created
+	if t := p.Status.StartTime; t != nil && t.Time.Before(start) {
+		start = t.Time // the API's, kept across agent restarts
+	}
 	if st != nil && len(st.Sandboxes) > 0 {
 		if first := st.Sandboxes[len(st.Sandboxes)-1].CreatedAt; !first.IsZero() && first.Before(start) {
 			start = first

@@ -59,6 +59,20 @@ func TestTerminalPhaseFinishesThePod(t *testing.T) {
 	if got := r.loop.ActivePods(); len(got) != 0 {
 		t.Fatalf("active pods %v, want none: u1 is finished", got)
 	}
+	r.rt.mu.Lock()
+	released := r.rt.released
+	r.rt.mu.Unlock()
+	if len(released) != 1 || released[0] != "u1" {
+		t.Fatalf("released %v, want u1's volumes released once, before its final status", released)
+	}
+	// Housekeeping: u1 is active (its containers and logs stay) but no
+	// longer running (its cgroup and CPUs go).
+	var active, running map[pod.UID]bool
+	r.loop.cfg.Housekeeping = func(a, run map[pod.UID]bool) { active, running = a, run }
+	r.step(t, func() { r.hkC <- r.clock.Now() })
+	if !active["u1"] || running["u1"] {
+		t.Fatalf("housekeeping: active %v running %v; want u1 active, not running", active, running)
+	}
 
 	// A PLEG event wakes the worker: it publishes again and syncs nothing
 	// (a sync would have come before a Finished report).

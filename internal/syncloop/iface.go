@@ -21,6 +21,9 @@ type Runtime interface {
 	// StopPod stops the pod's containers (gracePeriod as KillPod) and
 	// sandboxes, removing nothing: their exit codes stay readable.
 	StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, gracePeriod int64) error
+	// ReleasePod tears down what a finished (and stopped) pod no longer
+	// needs but for its containers and logs: its volumes. Idempotent.
+	ReleasePod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) error
 }
 
 // PLEG is the event source, the status cache workers read (the single

@@ -54,8 +54,10 @@ type Config struct {
 	// Housekeeping, if set, is called on every housekeeping tick, once all
 	// sources were seen, from the loop goroutine, with every pod UID that
 	// is desired, being worked on or present in the runtime (backoff GC,
-	// directories of gone pods). It must be quick.
-	Housekeeping func(active map[pod.UID]bool)
+	// directories of gone pods), and, of those, the ones that still run:
+	// not finished (cgroups, CPUs, allocations of finished pods go). It
+	// must be quick.
+	Housekeeping func(active, running map[pod.UID]bool)
 }
 
 // Loop is the sync loop.
@@ -572,12 +574,18 @@ func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
 	for uid := range snap {
 		active[uid] = true
 	}
+	running := make(map[pod.UID]bool, len(active))
 	l.mu.Lock()
 	for uid := range l.workers {
 		active[uid] = true
 	}
+	for uid := range active {
+		if w, ok := l.workers[uid]; !ok || w.state().phase != finished {
+			running[uid] = true
+		}
+	}
 	l.mu.Unlock()
-	l.cfg.Housekeeping(active)
+	l.cfg.Housekeeping(active, running)
 }
 
 // dispatch gives p to its worker, starting one when needed — unless
@@ -588,9 +596,6 @@ func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 	defer l.mu.Unlock()
 	if w, ok := l.workers[uid]; ok {
 		l.untrackTerminationLocked(w.name, uid) // re-added before its kill ended
-		if isTerminal(p.Status.Phase) {
-			w.finish("", "") // its source shows it over
-		}
 		w.update(p)
 		return
 	}

@@ -54,6 +54,7 @@ type fakeRuntime struct {
 	killGates map[pod.UID]chan struct{}
 	res       pod.SyncResult
 	took      time.Duration
+	released  []pod.UID // ReleasePod's pods, in order
 }
 
 func (f *fakeRuntime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus) pod.SyncResult {
@@ -75,6 +76,13 @@ func (f *fakeRuntime) SyncPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeSta
 
 func (f *fakeRuntime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {
 	return f.end(ctx, "kill", p, st, grace)
+}
+
+func (f *fakeRuntime) ReleasePod(_ context.Context, _ *v1.Pod, st *pod.RuntimeStatus) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, st.UID)
+	return nil
 }
 
 func (f *fakeRuntime) StopPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus, grace int64) error {

@@ -54,7 +54,8 @@ type podState struct {
 type eventKind uint8
 
 const (
-	// evUpdate: a newer spec came (also a pod re-added before its kill ended).
+	// evUpdate: a newer spec came (also a pod re-added before its kill
+	// ended); one its source shows terminal is over (finished).
 	evUpdate eventKind = iota
 	// evFinish: the pod is over (its sync saw a terminal phase, or its
 	// activeDeadlineSeconds passed); reason and message say why when the
@@ -98,6 +99,12 @@ func (s podState) next(e event) podState {
 	switch e.kind {
 	case evUpdate:
 		s.pod = e.pod
+		if s.fin == nil && e.pod != nil && isTerminal(e.pod.Status.Phase) {
+			s.fin = &finishing{} // its source shows it over
+			if s.phase == syncing {
+				s.phase = finished
+			}
+		}
 		if s.phase == terminating {
 			s.phase, s.grace, s.stopped, s.evicted = syncing, -1, false, false
 			if s.fin != nil {

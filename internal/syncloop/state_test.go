@@ -30,8 +30,10 @@ func states() map[string]podState {
 // Every state × every event: the phase it leads to and what it carries.
 func TestTransitions(t *testing.T) {
 	newer := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 2}}
+	over := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 3}, Status: v1.PodStatus{Phase: v1.PodFailed}}
 	events := map[string]event{
 		"update":       {kind: evUpdate, pod: newer},
+		"update, over": {kind: evUpdate, pod: over},
 		"finish":       {kind: evFinish, reason: "R"},
 		"kill":         {kind: evKill, grace: 10},
 		"kill, longer": {kind: evKill, grace: 60},
@@ -51,49 +53,56 @@ func TestTransitions(t *testing.T) {
 	}
 	tests := map[string]map[string]want{
 		"syncing": {
-			"update": {syncing, -1, false, false, "-", true}, "finish": {finished, -1, false, false, "R", false},
+			"update, over": {finished, -1, false, false, "", true},
+			"update":       {syncing, -1, false, false, "-", true}, "finish": {finished, -1, false, false, "R", false},
 			"kill": {terminating, 10, false, false, "-", false}, "kill, longer": {terminating, 60, false, false, "-", false},
 			"kill, own": {terminating, -1, false, false, "-", true}, "evict": {terminating, 5, false, true, "-", false},
 			"forget": {syncing, -1, false, false, "-", false}, "stopped": {syncing, -1, false, false, "-", false},
 			"killed": {syncing, -1, false, false, "-", false},
 		},
 		"finished": {
-			"update": {finished, -1, false, false, reasonDeadlineExceeded, true}, "finish": {finished, -1, false, false, reasonDeadlineExceeded, false},
+			"update, over": {finished, -1, false, false, reasonDeadlineExceeded, true},
+			"update":       {finished, -1, false, false, reasonDeadlineExceeded, true}, "finish": {finished, -1, false, false, reasonDeadlineExceeded, false},
 			"kill": {terminating, 10, false, false, reasonDeadlineExceeded, false}, "kill, longer": {terminating, 60, false, false, reasonDeadlineExceeded, false},
 			"kill, own": {terminating, -1, false, false, reasonDeadlineExceeded, true}, "evict": {terminating, 5, false, true, reasonDeadlineExceeded, false},
 			"forget": {finished, -1, false, false, reasonDeadlineExceeded, false}, "stopped": {finished, -1, false, false, reasonDeadlineExceeded, false},
 			"killed": {finished, -1, false, false, reasonDeadlineExceeded, false},
 		},
 		"terminating": {
-			"update": {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, false, false, "-", false},
+			"update, over": {finished, -1, false, false, "", true},
+			"update":       {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, false, false, "-", false},
 			"kill": {terminating, 10, false, false, "-", false}, "kill, longer": {terminating, 30, false, false, "-", false},
 			"kill, own": {terminating, 30, false, false, "-", true}, "evict": {terminating, 5, false, true, "-", false},
 			"forget": {terminating, 30, false, false, "-", false}, "stopped": {terminating, 30, true, false, "-", false},
 			"killed": {terminated, 30, false, false, "-", false},
 		},
 		"terminating (finished)": {
-			"update": {finished, -1, false, false, reasonDeadlineExceeded, true}, "finish": {terminating, 30, false, false, reasonDeadlineExceeded, false},
+			"update, over": {finished, -1, false, false, reasonDeadlineExceeded, true},
+			"update":       {finished, -1, false, false, reasonDeadlineExceeded, true}, "finish": {terminating, 30, false, false, reasonDeadlineExceeded, false},
 			"kill": {terminating, 10, false, false, reasonDeadlineExceeded, false}, "kill, longer": {terminating, 30, false, false, reasonDeadlineExceeded, false},
 			"kill, own": {terminating, 30, false, false, reasonDeadlineExceeded, true}, "evict": {terminating, 5, false, true, reasonDeadlineExceeded, false},
 			"forget": {terminating, 30, false, false, reasonDeadlineExceeded, false}, "stopped": {terminating, 30, true, false, reasonDeadlineExceeded, false},
 			"killed": {terminated, 30, false, false, reasonDeadlineExceeded, false},
 		},
 		"terminating (stopped)": {
-			"update": {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, true, false, "-", false},
+			"update, over": {finished, -1, false, false, "", true},
+			"update":       {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, true, false, "-", false},
 			"kill": {terminating, 10, true, false, "-", false}, "kill, longer": {terminating, 30, true, false, "-", false},
 			"kill, own": {terminating, 30, true, false, "-", true}, "evict": {terminating, 5, true, true, "-", false},
 			"forget": {terminating, 30, true, false, "-", false}, "stopped": {terminating, 30, true, false, "-", false},
 			"killed": {terminated, 30, true, false, "-", false},
 		},
 		"terminating (evicted)": {
-			"update": {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, false, true, "-", false},
+			"update, over": {finished, -1, false, false, "", true},
+			"update":       {syncing, -1, false, false, "-", true}, "finish": {terminating, 30, false, true, "-", false},
 			"kill": {terminating, 10, false, true, "-", false}, "kill, longer": {terminating, 30, false, true, "-", false},
 			"kill, own": {terminating, 30, false, true, "-", true}, "evict": {terminating, 5, false, true, "-", false},
 			"forget": {terminating, 30, false, false, "-", false}, "stopped": {terminating, 30, true, true, "-", false},
 			"killed": {terminated, 30, false, true, "-", false},
 		},
 		"terminated": {
-			"update": {terminated, 30, false, false, "-", false}, "finish": {terminated, 30, false, false, "-", false},
+			"update, over": {terminated, 30, false, false, "-", false},
+			"update":       {terminated, 30, false, false, "-", false}, "finish": {terminated, 30, false, false, "-", false},
 			"kill": {terminated, 30, false, false, "-", false}, "kill, longer": {terminated, 30, false, false, "-", false},
 			"kill, own": {terminated, 30, false, false, "-", false}, "evict": {terminated, 30, false, false, "-", false},
 			"forget": {terminated, 30, false, false, "-", false}, "stopped": {terminated, 30, false, false, "-", false},
@@ -140,10 +149,12 @@ func TestStateDiagramMatchesTransitions(t *testing.T) {
 	}
 	var made []string
 	for _, s := range states() {
+		over := &v1.Pod{Status: v1.PodStatus{Phase: v1.PodSucceeded}}
 		for k := range eventNames {
-			e := event{kind: eventKind(k), grace: 1}
-			if got := s.next(e); got.phase != s.phase {
-				made = append(made, s.phase.String()+" "+e.kind.String()+" "+got.phase.String())
+			for _, e := range []event{{kind: eventKind(k), grace: 1}, {kind: eventKind(k), grace: 1, pod: over}} {
+				if got := s.next(e); got.phase != s.phase {
+					made = append(made, s.phase.String()+" "+e.kind.String()+" "+got.phase.String())
+				}
 			}
 		}
 	}

@@ -43,8 +43,9 @@ type worker struct {
 	// blockedBy is the run chain's last refusal reason ("" when it runs).
 	blockedBy string
 	synced    bool
-	// finLogged: the pod's end was logged.
-	finLogged bool
+	// finLogged: the pod's end was logged; released: a finished pod's
+	// volumes were released.
+	finLogged, released bool
 	// created is when the worker started: the pod's start on the node
 	// for activeDeadlineSeconds, unless a sandbox of it is older.
 	created time.Time

@@ -11,7 +11,7 @@ import (
 // EmptyDir creates (if needed) and returns an emptyDir volume's directory
 // under podDir, the kubelet's layout.
 func EmptyDir(podDir, name string) (string, error) {
-	dir := ChildDir(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir"), name)
+	dir := emptyDirPath(podDir, name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("create emptyDir: %w", err)
 	}
@@ -87,4 +87,9 @@ func CheckHostPath(h *v1.HostPathVolumeSource) error {
 		return fmt.Errorf("hostPath %s: unknown type %q", h.Path, t)
 	}
 	return nil
+}
+
+// emptyDirPath is an emptyDir volume's directory under podDir.
+func emptyDirPath(podDir, name string) string {
+	return ChildDir(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir"), name)
 }

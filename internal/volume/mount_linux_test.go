@@ -118,6 +118,7 @@ func TestBindSubPathRefusesEscape(t *testing.T) {
 func TestTmpfsVolumes(t *testing.T) {
 	requireRoot(t)
 	pod := t.TempDir()
+	t.Cleanup(func() { UnmountUnder(pod) }) // also when a check below fails
 	dir, err := EmptyDirMemory(pod, "cache", 8<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +138,15 @@ func TestTmpfsVolumes(t *testing.T) {
 	}
 	secret := filepath.Join(pod, "volumes", "kubernetes.io~secret", "creds")
 	if err := EnsureTmpfs(secret, 0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A volume an earlier agent version wrote to disk stays on disk: a
+	// tmpfs over it would hide it from the containers holding it.
+	old := filepath.Join(pod, "volumes", "kubernetes.io~projected", "token")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureTmpfs(old, 0, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	mps, err := MountsUnder(pod)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/status"
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 var (
@@ -134,6 +135,10 @@ func newAgent(t *testing.T, extra ...string) *agent {
 		a.stop()
 		a.removeAllPods()
 		a.removeCgroups()
+		// Secret and projected volumes (every API pod's token) are
+		// tmpfs mounts a stopped agent leaves: undone before the
+		// temporary directory goes.
+		volume.UnmountUnder(a.root)
 	})
 	return a
 }
