@@ -1,8 +1,8 @@
 package podvolumes
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
