@@ -104,6 +104,7 @@ func TestIsStream(t *testing.T) {
 		"/attach/default/p/c":                     true,
 		"/portForward/default/p":                  true,
 		"/containerLogs/default/p/c?follow=true":  true,
+		"/containerLogs/default/p/c?follow=1":     true,
 		"/containerLogs/default/p/c?tailLines=10": false,
 		"/pods":            false,
 		"/stats/summary":   false,
