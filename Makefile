@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build test unit fuzz e2e bench run rig-up rig-down deps controlplane lint clean
+.PHONY: build test unit fuzz e2e bench conformance run rig-up rig-down deps controlplane lint clean
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
@@ -39,6 +39,14 @@ e2e: deps controlplane
 
 bench: deps controlplane build
 	bash hack/bench.sh
+
+# The upstream kubelet's [sig-node] [Conformance] suite (k8s.io/kubernetes
+# v1.37.2 e2e.test, 102 specs without [Serial]/[Disruptive], ~15 min) against
+# nodeagent as the one node of a real control plane on the rig's containerd
+# 2.x; prints passed/failed beside the kubelet's figure on the same rig. Not
+# part of `test` (CI does not run it).
+conformance: deps controlplane
+	bash hack/conformance.sh
 
 # Run nodeagent with manifests/ against the rig's private containerd.
 run: deps build

@@ -126,14 +126,27 @@ func (r *Runtime) withActuated(p *v1.Pod, st *pod.RuntimeStatus, log *zap.Logger
 			ok = true
 		}
 		if !ok {
-			continue
+			if c.Resources == nil {
+				continue
+			}
+			rec = pod.Actuated{ContainerID: c.ID, Resources: *c.Resources} // as created (its annotation)
 		}
 		cp := *c
 		if rec.Hash != "" {
 			cp.Hash = rec.Hash
 		}
-		res := rec.Resources.DeepCopy()
-		cp.Resources = res
+		cp.Resources = rec.Resources.DeepCopy()
+		if spec := resizableSpec(p, c.Name, c.Init); spec != nil && !equalCPUMemory(spec.Resources, *cp.Resources) {
+			if resize, _ := resizeOf(spec, &cp); !resize {
+				// Equivalent values (cpu at or below the kernel's minimum
+				// shares or quota): nothing to change, the resize is done,
+				// as the kubelet marks it actuated.
+				rec.Resources = cpuMemory(spec.Resources)
+				if err := r.alloc.SetActuated(p.UID, c.Name, rec); err == nil {
+					cp.Resources = rec.Resources.DeepCopy()
+				}
+			}
+		}
 		out.Containers[i] = &cp
 	}
 	return &out

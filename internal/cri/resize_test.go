@@ -412,3 +412,21 @@ func indexOf(methods []string, m string) int {
 	}
 	return -1
 }
+
+// TestResizeToEquivalentValues: a cpu resize below the kernel's minimum
+// shares and quota (2m/10m to 1m/5m) changes nothing in the container
+// and is done at once: the record shows the new values (the status
+// reports them), as the kubelet marks such a resize actuated.
+func TestResizeToEquivalentValues(t *testing.T) {
+	h := newResizeHarness(t)
+	id := h.start(resizePod("2m", "10m", "64Mi", "128Mi"))
+	if res := h.sync(resizePod("1m", "5m", "64Mi", "128Mi")); res.Err != nil {
+		t.Fatalf("resize sync: %v", res.Err)
+	}
+	if n := len(filterMethods(h.fake.Methods(), "UpdateContainerResources", "StopContainer", "CreateContainer")); n != 0 {
+		t.Errorf("an equivalent resize made %v", h.fake.Methods())
+	}
+	if a, ok := h.alloc.Actuated("uid-rs", "app", id); !ok || a.Resources.Requests.Cpu().String() != "1m" || a.Resources.Limits.Cpu().String() != "5m" {
+		t.Errorf("actuated record = %+v, %v; want the new 1m/5m", a, ok)
+	}
+}

@@ -237,7 +237,7 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 		if IsAPIPod(p) && p.DeletionTimestamp != nil && s != nil {
 			// The final status goes before the object.
 			if cur, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && cur.UID == p.UID {
-				if err := w.patchStatus(ctx, cur, *s); err != nil {
+				if err := w.patchStatus(ctx, cur, *s, observed(p, cur)); err != nil {
 					return err
 				}
 			}
@@ -272,7 +272,18 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 	if s == nil {
 		return nil
 	}
-	return w.patchStatus(ctx, target, *s)
+	return w.patchStatus(ctx, target, *s, observed(p, target))
+}
+
+// observed is the generation a status computed for p reflects: p's own
+// (the spec the agent acted on), not the API's newest — a status must
+// not claim a spec change (a resize) the agent has not seen yet. A
+// mirror pod's is its own.
+func observed(p, target *v1.Pod) int64 {
+	if IsAPIPod(p) && p.Generation != 0 {
+		return p.Generation
+	}
+	return target.Generation
 }
 
 // ownedConditions are the pod conditions the node sets (the kubelet's
@@ -289,12 +300,12 @@ func isTerminal(ph v1.PodPhase) bool { return ph == v1.PodSucceeded || ph == v1.
 // patchStatus writes s to target when it differs, as a strategic merge
 // patch that also carries target's UID: applied to any other pod of that
 // name it fails (the UID is immutable).
-func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.PodStatus) error {
+func (w *StatusWriter) patchStatus(ctx context.Context, target *v1.Pod, s v1.PodStatus, generation int64) error {
 	old := target.Status
 	if isTerminal(old.Phase) && !isTerminal(s.Phase) {
 		return nil // a finished pod stays finished
 	}
-	s = merged(old, s, target.Generation)
+	s = merged(old, s, generation)
 	if isTerminal(old.Phase) {
 		// A finished pod stays as it finished: how it ended and its
 		// containers' last states are final (an agent that restarted

@@ -353,3 +353,19 @@ func TestNodeRegisteredRetriesMirrorPodsAtOnce(t *testing.T) {
 		t.Fatalf("queued %s with %d requeues, want s1 with its backoff forgotten", uid, r.w.queue.NumRequeues("s1"))
 	}
 }
+
+// A status computed for an older spec says so: observedGeneration is the
+// generation the agent acted on, not the API's newest (a resize the
+// agent has not seen yet is not reported as observed).
+func TestObservedGenerationIsTheSpecsTheStatusReflects(t *testing.T) {
+	stored := apiPod("u1", "a", v1.PodRunning)
+	stored.Generation = 2 // resized in the API
+	r := newStatusRig(t, stored)
+	seen := stored.DeepCopy()
+	seen.Generation = 1 // what the agent synced
+	r.w.PodStatus(markAPI(seen), running())
+	r.sync(t, "u1")
+	if got := r.refresh(t, "default", "a"); got.Status.ObservedGeneration != 1 {
+		t.Fatalf("observedGeneration = %d, want 1 (the spec the status reflects)", got.Status.ObservedGeneration)
+	}
+}
