@@ -133,31 +133,28 @@ spec:
   containers:
   - name: check
     image: `+busybox+`
-    command: ["sh", "-c", "test \"$(cat /f)\" = hello && test -d /d/dir && echo via-link > /l/x && test \"$(cat /d/dir/x)\" = via-link && test -d /fresh"]
+    command: ["sh", "-c", "test \"$(cat /f)\" = hello && test -d /d/dir && echo via-link > /l/x && test \"$(cat /d/dir/x)\" = via-link && test -d /fresh && exec sleep 1000"]
     volumeMounts:
     - {name: vol, mountPath: /d, subPath: data}
     - {name: vol, mountPath: /f, subPath: data/file}
     - {name: vol, mountPath: /l, subPath: link}
     - {name: vol, mountPath: /fresh, subPath: not/yet/there}
 `)
-	eventually(t, 60*time.Second, "check completed", func() bool {
+	// The checks passed once the container sleeps; its four subPath
+	// bind mounts are then under the root dir (while it runs: a finished
+	// pod's volumes are torn down, as the kubelet's).
+	var mounts []string
+	eventually(t, 60*time.Second, "checks passed, the container running on its subPaths", func() bool {
 		p := a.status("subok")
 		if p == nil || len(p.Status.ContainerStatuses) != 1 {
 			return false
 		}
-		term := p.Status.ContainerStatuses[0].State.Terminated
-		if term != nil && term.ExitCode != 0 {
+		if term := p.Status.ContainerStatuses[0].State.Terminated; term != nil {
 			t.Fatalf("check failed: exit %d (%s)", term.ExitCode, term.Reason)
 		}
-		return term != nil && p.Status.Phase == v1.PodSucceeded
+		mounts, _ = volume.MountsUnder(a.root)
+		return p.Status.ContainerStatuses[0].State.Running != nil && len(mounts) == 4
 	})
-	mounts, err := volume.MountsUnder(a.root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(mounts) != 4 {
-		t.Errorf("subPath bind mounts under the root dir: %v, want 4", mounts)
-	}
 	a.remove("ok.yaml")
 	eventually(t, 30*time.Second, "pod gone", func() bool { return len(a.sandboxes("subok")) == 0 })
 	eventually(t, 10*time.Second, "its bind mounts and directory gone", func() bool {
