@@ -86,7 +86,10 @@ func newAPIAgent(t *testing.T, c *cluster.Cluster, extra ...string) *agent {
 func approveUntilIssued(t *testing.T, c *cluster.Cluster, a *agent) {
 	t.Helper()
 	kubeconfig := filepath.Join(a.root, "kubeconfig")
-	eventually(t, 60*time.Second, "client certificate issued through the CSR", func() bool {
+	// Up to two minutes: the controller-manager signs the CSR, and after
+	// TestAPIServerOutageAndAgentRestart took the API server away for a
+	// minute its watches come back only after their backoff (seen: ~45 s).
+	eventually(t, 120*time.Second, "client certificate issued through the CSR", func() bool {
 		if _, err := os.Stat(kubeconfig); err == nil {
 			return true
 		}
