@@ -169,7 +169,7 @@ func appliedPod(p *v1.Pod, st *pod.RuntimeStatus, sandboxID string) *v1.Pod {
 			out = p.DeepCopy()
 		}
 		spec := resizableSpec(out, c.Name, c.Init)
-		spec.Resources = withCPUMemory(spec.Resources, *c.Resources)
+		spec.Resources = pod.WithCPUMemory(spec.Resources, *c.Resources)
 	}
 	if out == nil {
 		return p
@@ -218,28 +218,6 @@ func maxResources(a, b v1.ResourceRequirements) v1.ResourceRequirements {
 			out.Limits[n] = qa.DeepCopy()
 		}
 	}
-	return out
-}
-
-// withCPUMemory is r with its cpu and memory requests and limits those
-// of cm (absent there: absent).
-func withCPUMemory(r, cm v1.ResourceRequirements) v1.ResourceRequirements {
-	out := *r.DeepCopy()
-	set := func(dst *v1.ResourceList, src v1.ResourceList) {
-		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			q, ok := src[n]
-			switch {
-			case ok && *dst == nil:
-				*dst = v1.ResourceList{n: q.DeepCopy()}
-			case ok:
-				(*dst)[n] = q.DeepCopy()
-			default:
-				delete(*dst, n)
-			}
-		}
-	}
-	set(&out.Requests, cm.Requests)
-	set(&out.Limits, cm.Limits)
 	return out
 }
 

@@ -66,3 +66,26 @@ func QOSClass(p *v1.Pod) v1.PodQOSClass {
 	}
 	return v1.PodQOSBurstable
 }
+
+// WithCPUMemory is r with its cpu and memory requests and limits those of
+// cm (absent there: absent), its other resources as they are: a
+// container's requirements as a resize applied them.
+func WithCPUMemory(r, cm v1.ResourceRequirements) v1.ResourceRequirements {
+	out := *r.DeepCopy()
+	set := func(dst *v1.ResourceList, src v1.ResourceList) {
+		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			q, ok := src[n]
+			switch {
+			case ok && *dst == nil:
+				*dst = v1.ResourceList{n: q.DeepCopy()}
+			case ok:
+				(*dst)[n] = q.DeepCopy()
+			default:
+				delete(*dst, n)
+			}
+		}
+	}
+	set(&out.Requests, cm.Requests)
+	set(&out.Limits, cm.Limits)
+	return out
+}

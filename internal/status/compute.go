@@ -257,32 +257,10 @@ func resizeStatus(cs *v1.ContainerStatus, uid types.UID, c *v1.Container, init b
 			applied = &a.Resources
 		}
 		if applied != nil {
-			*res = withCPUMemory(*res, *applied)
+			*res = pod.WithCPUMemory(*res, *applied)
 		}
 	}
 	cs.Resources = res
-}
-
-// withCPUMemory is r with its cpu and memory requests and limits those
-// of applied (absent there: absent).
-func withCPUMemory(r, applied v1.ResourceRequirements) v1.ResourceRequirements {
-	out := *r.DeepCopy()
-	set := func(dst *v1.ResourceList, src v1.ResourceList) {
-		for _, n := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			q, ok := src[n]
-			switch {
-			case ok && *dst == nil:
-				*dst = v1.ResourceList{n: q.DeepCopy()}
-			case ok:
-				(*dst)[n] = q.DeepCopy()
-			default:
-				delete(*dst, n)
-			}
-		}
-	}
-	set(&out.Requests, applied.Requests)
-	set(&out.Limits, applied.Limits)
-	return out
 }
 
 // ephemeralStatus reports an ephemeral container as the kubelet does
