@@ -258,7 +258,9 @@ CP_HELPER_PID=$!
 echo "$CP_HELPER_PID" >"$DIR/controlplane.pid"
 for _ in $(seq 1 900); do
 	[ -s "$RUN/cluster.env" ] && break
-	alive "$CP_HELPER_PID" "$DIR/controlplane" || { tail -n 40 "$RUN/controlplane.log" >&2; die "the control plane did not start"; }
+	# kill -0, not alive: right after the fork the child may not have
+	# exec'd yet (its command line is still this script's).
+	kill -0 "$CP_HELPER_PID" 2>/dev/null || { tail -n 40 "$RUN/controlplane.log" >&2; die "the control plane did not start"; }
 	sleep 0.2
 done
 [ -s "$RUN/cluster.env" ] || die "the control plane was not up within 3 minutes; see $RUN/controlplane.log"
@@ -289,7 +291,7 @@ AGENT_PID=$!
 echo "$AGENT_PID" >"$DIR/agent.pid"
 ready=0
 for _ in $(seq 1 120); do
-	alive "$AGENT_PID" "$REPO/bin/nodeagent" || { tail -n 40 "$RUN/nodeagent.log" >&2; die "nodeagent exited"; }
+	kill -0 "$AGENT_PID" 2>/dev/null || { tail -n 40 "$RUN/nodeagent.log" >&2; die "nodeagent exited"; }
 	if [ "$("${KC[@]}" get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; then
 		ready=1
 		break
