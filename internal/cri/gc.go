@@ -14,44 +14,24 @@ import (
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
-// collectGarbage removes what a live pod no longer needs: exited
-// containers beyond the newest instance of their name and the newest dead
-// one (they stay, for logs, the restart count and lastState), with their
-// log files, and
-// sandboxes that are neither ready nor the newest (the kubelet's container
-// GC with MaxPerPodContainer = 1). Errors are logged and left to the next
-// sync.
+// collectGarbage removes what a live pod no longer needs, as the
+// kubelet's container GC: exited containers created at least
+// ContainerGCMinAge ago are collected, per container name, beyond the
+// newest ContainerGCMaxPerPodContainer of them (they stay for logs,
+// --previous and lastState), with their log files — never the newest
+// instance of a container, which carries the restart count; and sandboxes
+// that are neither ready nor the newest and hold no container. Errors are
+// logged and left to the next sync.
 func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log *zap.Logger) {
-	type key struct {
-		name string
-		init bool
-	}
-	seen := map[key]int{}
 	removed := map[string]bool{}
-	for _, c := range st.Containers { // newest first
-		k := key{c.Name, c.Init}
-		seen[k]++
-		if seen[k] <= 2 || c.State != pod.ContainerExited {
-			continue
-		}
+	for _, c := range r.collectable(st) {
 		if err := r.RemoveContainer(ctx, c.ID); err != nil {
 			log.Warn("garbage-collect container", zap.String("container", c.Name), zap.String("containerID", c.ID), zap.Error(err))
 			continue
 		}
 		removed[c.ID] = true
 		if st.Name != "" {
-			// The live log and its rotations (<n>.log.<time>[.gz]), as the
-			// kubelet removes <logpath>*.
-			logFile := filepath.Join(r.podLogDir(st.Namespace, st.Name, st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
-			files, _ := filepath.Glob(logFile + "*")
-			for _, f := range files {
-				if f != logFile && !strings.HasPrefix(f, logFile+".") {
-					continue
-				}
-				if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-					log.Warn("remove log of collected container", zap.String("file", f), zap.Error(err))
-				}
-			}
+			r.removeContainerLogs(st, c, log)
 		}
 		log.Debug("collected dead container", zap.String("container", c.Name), zap.String("containerID", c.ID))
 	}
@@ -64,6 +44,46 @@ func (r *Runtime) collectGarbage(ctx context.Context, st *pod.RuntimeStatus, log
 			continue
 		}
 		log.Debug("collected dead sandbox", zap.String("sandboxID", sb.ID))
+	}
+}
+
+// collectable are st's dead containers the GC policy lets go.
+func (r *Runtime) collectable(st *pod.RuntimeStatus) []*pod.Container {
+	type key struct {
+		name            string
+		init, ephemeral bool
+	}
+	instances := map[key]int{} // seen so far, newest first
+	dead := map[key]int{}      // evictable seen so far
+	newestGC := r.cfg.Clock.Now().Add(-r.cfg.ContainerGCMinAge)
+	var out []*pod.Container
+	for _, c := range st.Containers { // newest first
+		k := key{c.Name, c.Init, c.Ephemeral}
+		instances[k]++
+		if c.State != pod.ContainerExited || c.CreatedAt.After(newestGC) {
+			continue
+		}
+		dead[k]++
+		if instances[k] == 1 || r.cfg.ContainerGCMaxPerPodContainer < 0 || dead[k] <= r.cfg.ContainerGCMaxPerPodContainer {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// removeContainerLogs removes a collected container's live log and its
+// rotations (<n>.log.<time>[.gz]), as the kubelet removes <logpath>*.
+func (r *Runtime) removeContainerLogs(st *pod.RuntimeStatus, c *pod.Container, log *zap.Logger) {
+	logFile := filepath.Join(r.podLogDir(st.Namespace, st.Name, st.UID), c.Name, strconv.Itoa(c.RestartCount)+".log")
+	files, _ := filepath.Glob(logFile + "*")
+	for _, f := range files {
+		if f != logFile && !strings.HasPrefix(f, logFile+".") {
+			continue
+		}
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			log.Warn("remove log of collected container", zap.String("file", f), zap.Error(err))
+		}
 	}
 }
 

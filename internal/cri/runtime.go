@@ -88,6 +88,19 @@ type Config struct {
 	// what was applied to running containers. When nil, every spec is
 	// allocated as it is and the records are kept in memory only.
 	Allocations Allocations
+	// ContainerGCMinAge is how long a dead container is kept at least,
+	// from its creation (--minimum-container-ttl-duration; 0: no minimum).
+	ContainerGCMinAge time.Duration
+	// ContainerGCMaxPerPodContainer is how many dead instances of each
+	// container of a live pod are kept, the newest ones
+	// (--maximum-dead-containers-per-container; the kubelet's default is
+	// 1; < 0: no limit). The newest instance is kept whatever its state:
+	// it carries the restart count.
+	ContainerGCMaxPerPodContainer int
+	// ContainerGCMaxContainers is the node's limit of dead containers
+	// (--maximum-dead-containers); only -1, no limit, is implemented: the
+	// agent refuses other values at start.
+	ContainerGCMaxContainers int
 	// Security profiles, /etc/hosts: see security.go (the hosts file
 	// itself is written by Volumes).
 	SpecConfig

@@ -86,6 +86,9 @@ func newHarness(t *testing.T, opts ...func(*cri.Config)) *harness {
 		PodLogsDir: h.logs,
 		NodeName:   "node1",
 		NodeIP:     "192.168.1.10",
+		// The kubelet's container GC defaults.
+		ContainerGCMaxPerPodContainer: 1,
+		ContainerGCMaxContainers:      -1,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -886,8 +889,9 @@ func TestInspectPodReusesUnchangedContainers(t *testing.T) {
 	}
 }
 
-// Garbage collection keeps the newest instance and the newest dead one of
-// each container, and removes older dead ones with their log files.
+// Garbage collection (the kubelet's defaults) keeps the newest dead
+// instance of each container, and removes older dead ones with their log
+// files.
 func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 	h := newHarness(t)
 	h.sync(webPod)
@@ -904,7 +908,6 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 		h.sync(webPod)
 	}
 	crash() // instances 0 (dead), 1 (running)
-	crash() // 0, 1 dead, 2 running: the sync collects nothing yet (it saw 0, 1)
 	// The runtime writes the log files; the fake does not.
 	logDir := filepath.Join(h.logs, "default_web-node1_uid-1", "app")
 	for _, n := range []string{"0.log", "0.log.20261201-101500.gz", "0.log.20261201-101510", "1.log", "1.log.20261201-101500.gz", "2.log", "10.log"} {
@@ -912,7 +915,8 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.sync(webPod) // sees 2 running, 1 dead, 0 dead: collects 0
+	crash() // 1 dead, 0 dead: the sync collects 0, then starts 2
+	h.sync(webPod)
 	var left []string
 	for _, c := range h.fake.Containers() {
 		left = append(left, c.Config.Annotations[cri.AnnotationRestartCount])
@@ -930,6 +934,68 @@ func TestSyncPodCollectsOldDeadContainers(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(logDir, n)); err != nil {
 			t.Fatalf("log %s of a kept instance removed: %v", n, err)
 		}
+	}
+}
+
+// The container GC policy decides, per container, which dead instances
+// go: the newest ContainerGCMaxPerPodContainer stay, none younger than
+// ContainerGCMinAge goes, and the newest instance always stays.
+func TestContainerGCPolicy(t *testing.T) {
+	tests := []struct {
+		name   string
+		minAge time.Duration
+		max    int
+		// crashes: each kills the running instance and syncs 10 minutes
+		// later (a new instance starts); last: whether the newest instance
+		// is killed too at the end (dead, waiting for its restart).
+		crashes int
+		last    bool
+		want    []string // restart counts left
+	}{
+		{name: "kubelet default, newest running: the last dead one stays", max: 1, crashes: 3, want: []string{"2", "3"}},
+		{name: "kubelet default, newest dead: only it stays", max: 1, crashes: 3, last: true, want: []string{"3"}},
+		{name: "two dead kept", max: 2, crashes: 3, want: []string{"1", "2", "3"}},
+		{name: "none kept but the newest instance", max: 0, crashes: 3, last: true, want: []string{"3"}},
+		{name: "none kept, newest running", max: 0, crashes: 3, want: []string{"3"}},
+		{name: "no limit", max: -1, crashes: 3, want: []string{"0", "1", "2", "3"}},
+		{name: "minimum age: only the first instance is old enough", max: 0, minAge: 25 * time.Minute, crashes: 3, want: []string{"1", "2", "3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *cri.Config) {
+				c.ContainerGCMinAge, c.ContainerGCMaxPerPodContainer = tc.minAge, tc.max
+			})
+			h.sync(webPod)
+			kill := func() {
+				t.Helper()
+				for _, c := range h.fake.Containers() {
+					if c.State == runtimeapi.ContainerState_CONTAINER_RUNNING {
+						if err := h.fake.ExitContainer(c.ID, 1, "Error"); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			for range tc.crashes {
+				kill()
+				h.clock.Step(10 * time.Minute) // past any backoff
+				h.sync(webPod)
+			}
+			if tc.last {
+				kill()
+			}
+			h.clock.Step(time.Second) // the newest instance is a second old
+			h.sync(webPod)            // sees every instance: collects
+			h.sync(webPod)
+			var left []string
+			for _, c := range h.fake.Containers() {
+				left = append(left, c.Config.Annotations[cri.AnnotationRestartCount])
+			}
+			sort.Strings(left)
+			if diff := cmp.Diff(tc.want, left); diff != "" {
+				t.Fatalf("containers left by restart count (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
