@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodeagent/nodeagent/internal/images"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 )
@@ -59,14 +61,16 @@ func ephemeralSpec(ec *v1.EphemeralContainer) startSpec {
 // podIPs are the sandbox's IPs, primary first. targetID, for an
 // ephemeral container with a targetContainerName, is the running target
 // whose process namespace it joins.
-func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, restartCount int, imageRef string, podIPs []string, targetID string) (*runtimeapi.ContainerConfig, error) {
+//
+// imageVols are the image volumes c mounts, pulled (imageVolumes).
+func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, restartCount int, imageRef string, imageVols map[string]*runtimeapi.ImageSpec, podIPs []string, targetID string) (*runtimeapi.ContainerConfig, error) {
 	c := s.c
 	podIP := primaryIP(podIPs)
 	env, err := r.envFor(ctx, p, c, podIPs)
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := r.cfg.Volumes.Mounts(ctx, p, c, podIP, func(s string) string { return expand(s, envMap(env)) })
+	mounts, err := r.cfg.Volumes.Mounts(ctx, p, c, podIP, imageVols, func(s string) string { return expand(s, envMap(env)) })
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +97,14 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, r
 			Resources:       linuxResources(c),
 			SecurityContext: securityContext(p, c),
 		},
+	}
+	if len(imageVols) > 0 {
+		refs := make([]string, 0, len(imageVols))
+		for _, spec := range imageVols {
+			refs = append(refs, spec.Image)
+		}
+		slices.Sort(refs)
+		cfg.Annotations[images.AnnotationImageVolumes] = strings.Join(slices.Compact(refs), ",") // kept from image GC
 	}
 	if err := r.applySecurityProfiles(p, c, cfg.Linux.SecurityContext); err != nil {
 		return nil, err
@@ -202,6 +214,10 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, s startSpec, sa
 	if err != nil {
 		return err
 	}
+	imageVols, err := r.imageVolumes(ctx, p, c, sandbox)
+	if err != nil {
+		return err
+	}
 	restartCount := 0
 	if prev := st.Latest(c.Name, init); prev != nil && s.ephemeral == nil {
 		restartCount = prev.RestartCount + 1
@@ -210,7 +226,7 @@ func (r *Runtime) startContainer(ctx context.Context, p *v1.Pod, s startSpec, sa
 	if err != nil {
 		return err
 	}
-	cfg, err := r.containerConfig(ctx, p, s, restartCount, imageRef, podIPs, targetID)
+	cfg, err := r.containerConfig(ctx, p, s, restartCount, imageRef, imageVols, podIPs, targetID)
 	if err == nil {
 		err = r.mutateConfig(ctx, Target{Pod: p, Container: c, PodIP: podIP}, cfg)
 	}

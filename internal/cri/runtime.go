@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/backoff"
@@ -121,6 +123,10 @@ type Runtime struct {
 	// phases is the run chain: the lifecycle hooks, then Config.Phases.
 	phases []Phase
 	alloc  Allocations
+	// version is the runtime's, asked once for what it supports
+	// (imageVolumeSupport).
+	versionMu sync.Mutex
+	version   *runtimeapi.VersionResponse
 }
 
 // New validates cfg and returns a Runtime.

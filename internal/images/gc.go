@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -201,6 +202,11 @@ func (g *GC) GarbageCollect(ctx context.Context) error {
 	return errors.Join(ageErr, err)
 }
 
+// AnnotationImageVolumes, on a container the agent created, lists the
+// image references of the image volumes it mounts, comma-separated: they
+// are in use as long as the container exists.
+const AnnotationImageVolumes = "io.nodeagent.container.image-volumes"
+
 // detect lists images and containers, updates the records (first seen,
 // last used, size, pinned), forgets images gone, and returns the images
 // that may be removed — neither in use nor pinned — least recently used
@@ -216,10 +222,15 @@ func (g *GC) detect(ctx context.Context, now time.Time) ([]candidate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	// Every container counts, whatever its state and whoever made it.
+	// Every container counts, whatever its state and whoever made it,
+	// with the images it mounts as volumes.
 	used := map[string]bool{}
 	for _, c := range ctrs.Containers {
-		for _, ref := range []string{c.ImageId, c.ImageRef, c.GetImage().GetImage()} {
+		refs := []string{c.ImageId, c.ImageRef, c.GetImage().GetImage()}
+		if v := c.Annotations[AnnotationImageVolumes]; v != "" {
+			refs = append(refs, strings.Split(v, ",")...)
+		}
+		for _, ref := range refs {
 			if ref != "" {
 				used[ref] = true
 			}

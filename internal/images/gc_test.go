@@ -342,3 +342,34 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// An image a container mounts as an image volume (named in its
+// AnnotationImageVolumes) is in use as long as the container exists.
+func TestGCImageVolumeInUse(t *testing.T) {
+	cfg := defaultGC
+	cfg.MaxAge = 3 * time.Minute
+	h := newGCHarness(t, cfg)
+	h.image("app", 100, false)
+	h.image("tools", 100, false)
+	h.image("unused", 100, false)
+	ctx := context.Background()
+	sb, err := h.fake.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "p", Uid: "u"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.fake.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"}, Image: &runtimeapi.ImageSpec{Image: "app"},
+		Annotations: map[string]string{images.AnnotationImageVolumes: "id-tools"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.collect()
+	h.clk.Step(4 * time.Minute) // every image older than MaxAge
+	removed, err := h.collect()
+	if err != nil {
+		t.Fatalf("GarbageCollect() error = %v", err)
+	}
+	if diff := cmp.Diff([]string{"id-unused"}, removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}

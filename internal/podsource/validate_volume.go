@@ -330,13 +330,10 @@ func validateVolumeMounts(c *v1.Container, vols map[string]*v1.Volume, fp *field
 		if devicePaths.Has(m.MountPath) {
 			errs = append(errs, field.Invalid(mp.Child("mountPath"), m.MountPath, "must not already exist as a path in volumeDevices"))
 		}
-		if ok && vol.Image != nil {
-			if m.SubPath != "" {
-				errs = append(errs, field.Invalid(mp.Child("subPath"), m.SubPath, "not allowed in image volume sources"))
-			}
-			if m.SubPathExpr != "" {
-				errs = append(errs, field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "not allowed in image volume sources"))
-			}
+		if ok && vol.Image != nil && len(m.BindMountOptions) > 0 {
+			// subPath is allowed with image volumes since 1.33, as by the
+			// API server; bind mount options are not.
+			errs = append(errs, field.Invalid(mp.Child("bindMountOptions"), m.BindMountOptions, "bindMountOptions may not be used with image volumes"))
 		}
 		if m.SubPath != "" {
 			errs = append(errs, validateLocalDescendingPath(m.SubPath, mp.Child("subPath"))...)

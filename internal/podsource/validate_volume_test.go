@@ -84,12 +84,19 @@ func TestValidateVolumeMounts(t *testing.T) {
 			want:   []fieldErr{{tForbidden, "spec.containers[0].volumeMounts[0].recursiveReadOnly"}},
 		},
 		{
-			name: "subPath of an image volume",
+			name: "subPath of an image volume (allowed since 1.33)",
 			mutate: func(p *v1.Pod) {
 				p.Spec.Volumes[0].VolumeSource = v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "example.com/d:1", PullPolicy: v1.PullIfNotPresent}}
 				app(p).VolumeMounts[0].SubPath = "x"
 			},
-			want: []fieldErr{{tInvalid, "spec.containers[0].volumeMounts[0].subPath"}},
+		},
+		{
+			name: "bind mount options on an image volume",
+			mutate: func(p *v1.Pod) {
+				p.Spec.Volumes[0].VolumeSource = v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "example.com/d:1", PullPolicy: v1.PullIfNotPresent}}
+				app(p).VolumeMounts[0].BindMountOptions = []string{string(v1.BindMountOptionNoExec)}
+			},
+			want: []fieldErr{{tInvalid, "spec.containers[0].volumeMounts[0].bindMountOptions"}},
 		},
 		{
 			name:   "block device from a volume that is not a claim",

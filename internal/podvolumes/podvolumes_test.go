@@ -14,10 +14,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/testing/protocmp"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -162,7 +164,7 @@ func TestMounts(t *testing.T) {
 		{Name: "cfg", MountPath: "/etc/cfg"},
 		{Name: "info", MountPath: "/info", ReadOnly: true},
 	})
-	got, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "10.88.0.5", noExpand)
+	got, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "10.88.0.5", nil, noExpand)
 	if err != nil {
 		t.Fatalf("Mounts() error = %v", err)
 	}
@@ -210,13 +212,13 @@ func TestMountsErrors(t *testing.T) {
 			wantErr: `volume "v": projected volumes with sources other than downwardAPI need an API server: nodeagent runs standalone (no --kubeconfig)`},
 		{name: "missing configMap", api: true, source: cfg, wantErr: `volume "v": configmap "x" not found`},
 		{name: "persistentVolumeClaim", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
-			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI and projected are)`},
+			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected and image are)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, tt.api)
 			p := volPod([]v1.Volume{{Name: "v", VolumeSource: tt.source}}, []v1.VolumeMount{{Name: "v", MountPath: "/v"}})
-			_, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", noExpand)
+			_, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", nil, noExpand)
 			if err == nil || err.Error() != tt.wantErr {
 				t.Errorf("Mounts() error = %v, want %q", err, tt.wantErr)
 			}
@@ -237,7 +239,7 @@ func TestRefresh(t *testing.T) {
 			{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}},
 	}, []v1.VolumeMount{{Name: "tok", MountPath: "/var/run/secrets/token"}})
 	log := zaptest.NewLogger(t)
-	mounts, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", noExpand)
+	mounts, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", nil, noExpand)
 	if err != nil {
 		t.Fatalf("Mounts() error = %v", err)
 	}
@@ -281,7 +283,7 @@ func TestRefreshEphemeralContainerMounts(t *testing.T) {
 		{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](600)}}}}}}}, nil)
 	p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
 		Name: "dbg", VolumeMounts: []v1.VolumeMount{{Name: "tok", MountPath: "/var/run/secrets/token"}}}}}
-	mounts, err := h.m.Mounts(context.Background(), p, (*v1.Container)(&p.Spec.EphemeralContainers[0].EphemeralContainerCommon), "", noExpand)
+	mounts, err := h.m.Mounts(context.Background(), p, (*v1.Container)(&p.Spec.EphemeralContainers[0].EphemeralContainerCommon), "", nil, noExpand)
 	if err != nil || len(mounts) != 1 {
 		t.Fatalf("Mounts() = %v, %v", mounts, err)
 	}
@@ -394,5 +396,52 @@ func TestReleaseTearsDownVolumes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.m.Dir(p.UID), "etc-hosts")); err != nil {
 		t.Fatalf("the pod's hosts file went too: %v", err)
+	}
+}
+
+// Image volumes are the runtime's: the mount names the pulled image,
+// read-only; an expanded subPathExpr that leaves the image, or an image
+// that was not pulled, is an error.
+func TestImageVolumeMounts(t *testing.T) {
+	spec := &runtimeapi.ImageSpec{Image: "sha256:abc", UserSpecifiedImage: "tools:1.0"}
+	tests := []struct {
+		name    string
+		mount   v1.VolumeMount
+		images  map[string]*runtimeapi.ImageSpec
+		want    *runtimeapi.Mount
+		wantErr string
+	}{
+		{name: "whole image", mount: v1.VolumeMount{Name: "v", MountPath: "/t"}, images: map[string]*runtimeapi.ImageSpec{"v": spec},
+			want: &runtimeapi.Mount{ContainerPath: "/t", Image: spec, Readonly: true}},
+		{name: "subPathExpr", mount: v1.VolumeMount{Name: "v", MountPath: "/t", SubPathExpr: "$(DIR)"}, images: map[string]*runtimeapi.ImageSpec{"v": spec},
+			want: &runtimeapi.Mount{ContainerPath: "/t", Image: spec, ImageSubPath: "expanded", Readonly: true}},
+		{name: "subPathExpr leaving the image", mount: v1.VolumeMount{Name: "v", MountPath: "/t", SubPathExpr: "$(UP)"}, images: map[string]*runtimeapi.ImageSpec{"v": spec},
+			wantErr: `volume "v": subPath "../etc" must be a relative path without '..'`},
+		{name: "not pulled", mount: v1.VolumeMount{Name: "v", MountPath: "/t"}, wantErr: `volume "v": image volume not pulled`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, false)
+			p := volPod([]v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "tools:1.0"}}}}, []v1.VolumeMount{tt.mount})
+			expand := func(s string) string {
+				if s == "$(UP)" {
+					return "../etc"
+				}
+				return "expanded"
+			}
+			got, err := h.m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", tt.images, expand)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("Mounts() error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]*runtimeapi.Mount{tt.want}, got, protocmp.Transform()); diff != "" {
+				t.Errorf("Mounts() (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

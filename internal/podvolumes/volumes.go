@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -39,7 +41,7 @@ const (
 // expand expands a subPathExpr with the container's environment; podIP
 // is the pod's IP for the downward API. Called before every container
 // start, by the pod's worker.
-func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP string, expand func(string) string) ([]*runtimeapi.Mount, error) {
+func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP string, images map[string]*runtimeapi.ImageSpec, expand func(string) string) ([]*runtimeapi.Mount, error) {
 	vols := map[string]*v1.Volume{}
 	for i := range p.Spec.Volumes {
 		vols[p.Spec.Volumes[i].Name] = &p.Spec.Volumes[i]
@@ -50,13 +52,21 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 		if v == nil {
 			return nil, fmt.Errorf("volume %q not found", vm.Name)
 		}
-		host, readOnly, err := m.volumePath(ctx, p, v, podIP)
-		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
-		}
 		sub := vm.SubPath
 		if vm.SubPathExpr != "" {
 			sub = expand(vm.SubPathExpr)
+		}
+		if v.Image != nil {
+			mount, err := imageMount(vm, images[vm.Name], sub)
+			if err != nil {
+				return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
+			}
+			mounts = append(mounts, mount)
+			continue
+		}
+		host, readOnly, err := m.volumePath(ctx, p, v, podIP)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 		}
 		if sub != "" {
 			// Each manifest-named element goes through ChildDir (a name
@@ -80,6 +90,20 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 		})
 	}
 	return mounts, nil
+}
+
+// imageMount is the CRI mount of an image volume whose image was pulled
+// as spec. The subPath (relative, without "..": validation; a
+// subPathExpr is checked here once expanded) is resolved by the runtime
+// within the image's read-only view.
+func imageMount(vm v1.VolumeMount, spec *runtimeapi.ImageSpec, sub string) (*runtimeapi.Mount, error) {
+	if spec == nil {
+		return nil, errors.New("image volume not pulled")
+	}
+	if sub != "" && (filepath.IsAbs(sub) || slices.Contains(strings.Split(sub, "/"), "..")) {
+		return nil, fmt.Errorf("subPath %q must be a relative path without '..'", sub)
+	}
+	return &runtimeapi.Mount{ContainerPath: vm.MountPath, Image: spec, ImageSubPath: sub, Readonly: true}, nil
 }
 
 // volumePath prepares one volume and returns its host path and whether it
@@ -112,7 +136,7 @@ func (m *Manager) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP
 		}
 		return dir, true, err
 	}
-	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI and projected are)")
+	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected and image are)")
 }
 
 // isRendered tells the volumes whose content the agent writes from API

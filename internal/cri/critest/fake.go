@@ -86,6 +86,16 @@ type Fake struct {
 	// sandboxMemory is what PodSandboxStats reports, by sandbox ID
 	// (SetSandboxMemoryUsage).
 	sandboxMemory map[string]uint64
+	// runtimeName and runtimeVersion are what Version reports
+	// (SetVersion); "fake" "1.0.0" by default.
+	runtimeName, runtimeVersion string
+}
+
+// SetVersion makes Version report the runtime name and version given.
+func (f *Fake) SetVersion(name, version string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runtimeName, f.runtimeVersion = name, version
 }
 
 // AddRuntimeHandler makes RunPodSandbox accept handler, as a runtime
@@ -282,7 +292,11 @@ func (f *Fake) Version(_ context.Context, in *runtimeapi.VersionRequest, _ ...gr
 	if err := f.begin("Version", in); err != nil {
 		return nil, err
 	}
-	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "1.0.0", RuntimeApiVersion: "v1"}, nil
+	name, version := "fake", "1.0.0"
+	if f.runtimeName != "" {
+		name, version = f.runtimeName, f.runtimeVersion
+	}
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: name, RuntimeVersion: version, RuntimeApiVersion: "v1"}, nil
 }
 
 // Status reports RuntimeReady and NetworkReady.
