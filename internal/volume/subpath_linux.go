@@ -1,7 +1,6 @@
 package volume
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,31 +164,18 @@ func unmountAll(path string) error {
 	}
 }
 
-// MountsUnder lists the mount points at or beneath dir, deepest first.
+// MountsUnder lists the mount points at or beneath dir, deepest first
+// (moby/sys/mountinfo's parser of /proc/self/mountinfo).
 func MountsUnder(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	// mountinfo holds resolved paths: a root reached through a symlink
 	// must be compared as what it resolves to, or its mounts go unseen.
-	dir = Canonical(dir)
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
+	infos, err := mountinfo.GetMounts(mountinfo.PrefixFilter(Canonical(dir)))
+	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	out := make([]string, 0, len(infos))
+	for _, m := range infos {
+		out = append(out, m.Mountpoint)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out, nil
@@ -213,26 +200,6 @@ func Canonical(path string) string {
 		rest = filepath.Join(filepath.Base(cur), rest)
 		cur = parent
 	}
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space…) of a
-// mountinfo field.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // UnmountUnder detaches every mount at or beneath dir (subPath bind

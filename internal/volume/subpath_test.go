@@ -131,9 +131,3 @@ func TestOpenSubPath(t *testing.T) {
 		}
 	}
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	if got := unescapeMountinfo(`/a\040b\134c`); got != `/a b\c` {
-		t.Fatalf("unescape = %q", got)
-	}
-}
