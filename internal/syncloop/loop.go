@@ -732,6 +732,3 @@ func (l *Loop) handleEviction(e eviction) {
 	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
 }
 
-// ActivePods are the admitted pods neither held, finished nor being
-// terminated: Pods().ActivePods(). Safe from any goroutine.
-func (l *Loop) ActivePods() []*v1.Pod { return l.pods.ActivePods() }
