@@ -731,4 +731,3 @@ func (l *Loop) handleEviction(e eviction) {
 	}
 	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
 }
-
