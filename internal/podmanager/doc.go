@@ -20,8 +20,12 @@
 //     entry: a removed pod shows Terminating until its kill ended).
 //   - mirror pods: they live in the API server and come from its informer
 //     (internal/kubeapi), which never hands them to the loop; the Manager
-//     answers which static pod a mirror pod stands for (GetPodByMirrorPod,
-//     IsMirrorOf), not which mirror pods exist.
+//     answers which static pod a mirror pod stands for (GetPodByMirrorPod;
+//     IsMirrorOf and StaticHash, the one definition of the tie, which
+//     kubeapi's mirror pods use too), not which mirror pods exist.
+//     kubeapi's status writer keeps its own per-source names of static
+//     pods: it needs them before the loop has seen them, to tell an
+//     orphaned mirror pod from one whose pod is on its way.
 //   - when each killed pod's kill completed: that stays the loop's private
 //     bookkeeping (it guards housekeeping against runtime snapshots taken
 //     before the kill, about pods nobody desires any more; it is about the

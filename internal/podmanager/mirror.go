@@ -35,11 +35,12 @@ func IsMirror(p *v1.Pod) bool {
 // p's config.hash (p's UID when it has none).
 func IsMirrorOf(mirror, p *v1.Pod) bool {
 	h, ok := mirror.Annotations[configMirrorAnnotation]
-	return ok && pod.FullName(mirror) == pod.FullName(p) && h == staticHash(p)
+	return ok && pod.FullName(mirror) == pod.FullName(p) && h == StaticHash(p)
 }
 
-// staticHash is what ties a mirror pod to its static pod.
-func staticHash(p *v1.Pod) string {
+// StaticHash is what ties a mirror pod to static pod p, the value of its
+// config.mirror annotation: p's config.hash, p's UID when it has none.
+func StaticHash(p *v1.Pod) string {
 	if h := p.Annotations[configHashAnnotation]; h != "" {
 		return h
 	}
