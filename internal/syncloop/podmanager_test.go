@@ -110,11 +110,11 @@ func TestLoopKeepsTheDesiredSetInThePodManager(t *testing.T) {
 		{
 			name: "finished",
 			run: func(t *testing.T, r *rig, check func(string, desired)) {
-				r.pleg.Publish(r.clock.Now(), runningStatus("u1"))
-				r.status.setPhase("u1", v1.PodSucceeded)
-				r.step(t, add(r, testPod("u1", "a")))
-				r.next(t)
-				stopThenFinished(t, r, "u1", "")
+				r.pleg.Publish(r.clock.Now(), stoppedStatus("u1"))
+				over := testPod("u1", "a")
+				over.Status.Phase = v1.PodSucceeded // its source shows it over
+				r.step(t, add(r, over))
+				recv(t, r.status.finished, "final status")
 				check("finished", desired{States: map[pod.UID]podmanager.State{"u1": podmanager.Finished}, Pods: []pod.UID{"u1"}})
 			},
 		},
