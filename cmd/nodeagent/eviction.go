@@ -55,7 +55,7 @@ func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncl
 		Stats:      criStats{conn: conn, node: nodeName, timeout: o.runtimeRequestTimeout},
 		Clock:      clk,
 		Logger:     log,
-		ActivePods: loop.ActivePods,
+		ActivePods: loop.Pods().ActivePods,
 		Evict:      loop.Evict,
 		Reclaim:    imageGC.GarbageCollect,
 	})

@@ -40,6 +40,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/node"
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/podsource"
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
@@ -245,15 +246,11 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	capacity := node.Capacity(o.rootDir, o.maxPods)
 	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
 	var loop *syncloop.Loop
+	desired := podmanager.New() // the desired pods: the loop writes, the others read
 	// The allocation manager (in-place resize): what each pod's
 	// containers are allocated, checkpointed, resizes decided beside the
 	// loop's active pods.
-	allocs, err := newAllocations(o, allocatable, statuses, func() []*v1.Pod {
-		if loop == nil {
-			return nil
-		}
-		return loop.ActivePods()
-	}, clk, log)
+	allocs, err := newAllocations(o, allocatable, statuses, desired.ActivePods, clk, log)
 	if err != nil {
 		return err
 	}
@@ -337,6 +334,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Runtime:      rt,
 		PLEG:         plegG,
 		Status:       statuses,
+		Pods:         desired,
 		Prober:       probes,
 		Admit: admit.Chain{
 			admit.PodOS(),

@@ -11,17 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/podsource"
 )
-
-// staticHash is what ties a mirror pod to its static pod: the static
-// pod's config.hash annotation (its UID when it has none).
-func staticHash(p *v1.Pod) string {
-	if h := p.Annotations[podsource.ConfigHashAnnotation]; h != "" {
-		return h
-	}
-	return string(p.UID)
-}
 
 // ensureMirror returns static pod p's mirror pod, creating it when there
 // is none and replacing one that belongs to an older version of p or is
@@ -30,7 +22,7 @@ func staticHash(p *v1.Pod) string {
 func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
 	m, ok := w.cfg.Pods.Get(p.Namespace, p.Name)
 	if ok {
-		if IsMirror(m) && m.DeletionTimestamp == nil && m.Annotations[podsource.ConfigMirrorAnnotation] == staticHash(p) {
+		if podmanager.IsMirrorOf(m, p) && m.DeletionTimestamp == nil {
 			return m, nil
 		}
 		if !IsMirror(m) {
@@ -60,7 +52,7 @@ func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, er
 	for k, v := range p.Annotations {
 		mirror.Annotations[k] = v
 	}
-	mirror.Annotations[podsource.ConfigMirrorAnnotation] = staticHash(p)
+	mirror.Annotations[podsource.ConfigMirrorAnnotation] = podmanager.StaticHash(p)
 	created, err := w.cfg.Client.CoreV1().Pods(p.Namespace).Create(ctx, mirror, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// The old one is still being deleted, or the cache lags: retry.

@@ -11,6 +11,12 @@
 // PodResizePending and PodResizeInProgress conditions with their own
 // observed generation and transition times, after the others.
 //
+// It does not own the desired pods (internal/podmanager does): what it
+// keeps per pod belongs to the status it published — the spec it was
+// published with, until Removed, and whether it is a refusal or eviction
+// (final, never Unknown in a runtime outage) — which outlives the pod's
+// desired entry (a removed pod shows Terminating until its kill ended).
+//
 // Concurrency: Manager's methods are safe for concurrent use by the pod
 // workers and the loop.
 package status

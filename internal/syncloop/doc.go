@@ -8,8 +8,13 @@
 //	sync tick: wake workers whose retry/resync is due
 //	housekeeping tick: kill orphans (after all sources were seen), backoff GC
 //
-// The loop is the only writer of the desired set and never calls the
-// runtime itself, so a slow image pull only ever blocks its own pod.
+// The loop is the only writer of the desired set — internal/podmanager's
+// Manager (Config.Pods), which others read through Loop.Pods — and never
+// calls the runtime itself, so a slow image pull only ever blocks its own
+// pod. The workers and their states are the loop's, not the pod
+// manager's; it reads whether a pod is finished through workerView. When
+// each recent kill completed (finished) stays loop-private: it is about
+// pods nobody desires any more.
 // Workers coalesce: a worker woken many times while busy syncs once more
 // with the newest spec. A removed pod's worker kills the pod (grace period,
 // then sandbox stop and removal) and then exits.
@@ -51,5 +56,8 @@
 // time), after every sync, on removal (Terminating) and when refused.
 //
 // Concurrency: Run is called once. Workers run concurrently with the loop;
-// the workers map is guarded by a mutex.
+// the workers map is guarded by a mutex (mu). The loop writes the pod
+// manager from its goroutine, and from workerDone (a kill's end starts the
+// held pod) under mu; mu is taken before the pod manager's lock, never
+// after (its Reader calls workerView without its own lock held).
 package syncloop

@@ -56,7 +56,7 @@ func TestTerminalPhaseFinishesThePod(t *testing.T) {
 		t.Fatalf("got %+v, want sync u1", c)
 	}
 	stopThenFinished(t, r, "u1", "")
-	if got := r.loop.ActivePods(); len(got) != 0 {
+	if got := r.loop.Pods().ActivePods(); len(got) != 0 {
 		t.Fatalf("active pods %v, want none: u1 is finished", got)
 	}
 	r.rt.mu.Lock()

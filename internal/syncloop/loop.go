@@ -15,6 +15,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/admit"
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podmanager"
 )
 
 // Config wires a Loop.
@@ -31,6 +32,10 @@ type Config struct {
 	// again at each sync.
 	Run    admit.Chain
 	Status StatusSink
+	// Pods, if set, is the pod manager the loop keeps the desired pods
+	// in (its only writer); others read it through its Reader. New makes
+	// one when nil.
+	Pods *podmanager.Manager
 	// Prober, if set, probes containers; a changed verdict syncs the pod
 	// at once (a failed liveness probe restarts the container, readiness
 	// reaches the status).
@@ -69,22 +74,18 @@ type Loop struct {
 	log    *zap.Logger
 	queue  *workQueue
 
-	// pods is the admitted desired set; loop goroutine only.
-	pods map[pod.UID]*v1.Pod
-	// refused are pods the admit chain turned down; loop goroutine only.
-	refused map[pod.UID]*v1.Pod
+	// pods is the desired set — admitted, held, refused, evicted and
+	// terminating pods — of which the loop is the only writer: its
+	// goroutine, and workerDone under mu.
+	pods *podmanager.Manager
 
 	mu      sync.Mutex
 	workers map[pod.UID]*worker
 	// finished is when each recently terminated pod's kill completed, so
 	// housekeeping does not take a snapshot older than that for an orphan.
+	// Not desired-pod state (it is about pods nobody wants any more), so
+	// not the pod manager's.
 	finished map[pod.UID]time.Time
-	// terminating maps a pod full name to the UIDs being killed under it,
-	// and held keeps the pod of the same name that waits for that kill to
-	// end (an edited static pod: the old one must be gone before the new
-	// one starts, as with the kubelet).
-	terminating map[string]map[pod.UID]bool
-	held        map[string]*v1.Pod
 	// evictions carries the eviction manager's decisions into the loop;
 	// done is closed when Run returns.
 	evictions chan eviction
@@ -113,20 +114,37 @@ func New(cfg Config) (*Loop, error) {
 	def(&cfg.HousekeepingPeriod, 2*time.Second)
 	def(&cfg.ResyncPeriod, 10*time.Second)
 	def(&cfg.ErrorRetry, 2*time.Second)
-	return &Loop{
+	if cfg.Pods == nil {
+		cfg.Pods = podmanager.New()
+	}
+	l := &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
-		log:         cfg.Logger.Named("syncloop"),
-		queue:       newWorkQueue(cfg.Clock),
-		pods:        map[pod.UID]*v1.Pod{},
-		refused:     map[pod.UID]*v1.Pod{},
-		workers:     map[pod.UID]*worker{},
-		finished:    map[pod.UID]time.Time{},
-		terminating: map[string]map[pod.UID]bool{},
-		held:        map[string]*v1.Pod{},
-		evictions:   make(chan eviction, 16),
-		done:        make(chan struct{}),
-	}, nil
+		log:       cfg.Logger.Named("syncloop"),
+		queue:     newWorkQueue(cfg.Clock),
+		pods:      cfg.Pods,
+		workers:   map[pod.UID]*worker{},
+		finished:  map[pod.UID]time.Time{},
+		evictions: make(chan eviction, 16),
+		done:      make(chan struct{}),
+	}
+	l.pods.SetWorkers(l.workerView)
+	return l, nil
 }
+
+// workerView is the pod manager's view of the workers: whether uid has
+// one and whether it is syncing. Safe from any goroutine.
+func (l *Loop) workerView(uid pod.UID) (isSyncing, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.workers[uid]
+	if !ok {
+		return false, false
+	}
+	return w.state().phase == syncing, true
+}
+
+// Pods is the read-only view of the desired pods.
+func (l *Loop) Pods() podmanager.Reader { return l.pods }
 
 // Backoff bounds for an unhealthy runtime.
 const (
@@ -271,7 +289,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			l.remove(p, deletionGrace(p)) // deleted while the agent was away
 			continue
 		}
-		if _, ok := l.pods[p.UID]; ok {
+		if l.pods.IsAdmitted(p.UID) {
 			l.HandlePodUpdates([]*v1.Pod{p})
 			continue
 		}
@@ -281,7 +299,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			// is stopped and kept until the pod is deleted.
 			l.log.Info("pod already finished; keeping what is left of it", zap.String("pod", pod.FullName(p)),
 				zap.String("uid", string(p.UID)), zap.String("phase", string(p.Status.Phase)))
-			l.pods[p.UID] = p
+			l.pods.Set(p)
 			l.dispatch(p.UID, p)
 			continue
 		}
@@ -289,7 +307,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 		if r := l.cfg.Admit.Admit(&admit.Attributes{Pod: p, OtherPods: others}); !r.Admit {
 			l.log.Warn("pod refused by admission", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 				zap.String("reason", r.Reason), zap.String("message", r.Message))
-			l.refused[p.UID] = p
+			l.pods.Refuse(p)
 			if l.status != nil {
 				l.status.Refused(p, r.Reason, r.Message)
 			}
@@ -304,7 +322,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			}
 			l.status.Admitted(p, snap[p.UID])
 		}
-		l.pods[p.UID] = p
+		l.pods.Set(p)
 		l.killSameName(p)
 		l.dispatch(p.UID, p)
 	}
@@ -320,7 +338,7 @@ func (l *Loop) killSameName(p *v1.Pod) {
 		if uid == p.UID || st.Namespace != p.Namespace || st.Name != p.Name {
 			continue
 		}
-		if _, wanted := l.pods[uid]; wanted {
+		if l.pods.IsAdmitted(uid) {
 			continue
 		}
 		if l.killedSince(uid, taken) {
@@ -339,15 +357,15 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 			l.remove(p, deletionGrace(p))
 			continue
 		}
-		if _, ok := l.pods[p.UID]; !ok {
-			if _, refused := l.refused[p.UID]; refused {
-				l.refused[p.UID] = p
+		if !l.pods.IsAdmitted(p.UID) {
+			if s := l.pods.State(p.UID); s == podmanager.Refused || s == podmanager.Evicted {
+				l.pods.Refuse(p) // its newer spec
 				continue
 			}
 			l.HandlePodAdditions([]*v1.Pod{p})
 			continue
 		}
-		l.pods[p.UID] = p
+		l.pods.Set(p)
 		l.dispatch(p.UID, p)
 	}
 }
@@ -355,11 +373,12 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 // activeOthers are the admitted pods that are not finished: what a new
 // pod is admitted beside (the kubelet's filterOutInactivePods).
 func (l *Loop) activeOthers() []*v1.Pod {
+	pods := l.pods.Pods()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]*v1.Pod, 0, len(l.pods))
-	for uid, o := range l.pods {
-		if w, ok := l.workers[uid]; ok && w.state().phase != syncing {
+	out := pods[:0]
+	for _, o := range pods {
+		if w, ok := l.workers[o.UID]; ok && w.state().phase != syncing {
 			continue
 		}
 		out = append(out, o)
@@ -379,8 +398,7 @@ func (l *Loop) HandlePodRemoves(pods []*v1.Pod) {
 // for (p.DeletionTimestamp set, with the grace period it gives; a later
 // shorter one wins).
 func (l *Loop) remove(p *v1.Pod, grace int64) {
-	if _, ok := l.refused[p.UID]; ok {
-		delete(l.refused, p.UID)
+	if l.pods.Forget(p.UID) { // refused or evicted
 		l.mu.Lock()
 		w, killing := l.workers[p.UID]
 		if killing {
@@ -400,7 +418,7 @@ func (l *Loop) remove(p *v1.Pod, grace int64) {
 		}
 		return
 	}
-	_, wanted := l.pods[p.UID]
+	wanted := l.pods.IsAdmitted(p.UID)
 	if !wanted {
 		if p.DeletionTimestamp == nil {
 			return
@@ -417,14 +435,10 @@ func (l *Loop) remove(p *v1.Pod, grace int64) {
 			return
 		}
 	}
-	delete(l.pods, p.UID)
 	l.mu.Lock()
-	held := l.held[pod.FullName(p)]
-	if held != nil && held.UID == p.UID {
-		delete(l.held, pod.FullName(p)) // never started
-	}
+	held := l.pods.Delete(p) // held: never started
 	l.mu.Unlock()
-	if held != nil && held.UID == p.UID {
+	if held {
 		if l.status != nil {
 			l.status.Removed(p)
 		}
@@ -540,7 +554,7 @@ func (l *Loop) HandleCleanups() {
 	}
 	l.mu.Unlock()
 	for uid, st := range snap {
-		if _, wanted := l.pods[uid]; wanted {
+		if l.pods.IsAdmitted(uid) {
 			continue
 		}
 		l.mu.Lock()
@@ -567,9 +581,10 @@ func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
 	if l.cfg.Housekeeping == nil {
 		return
 	}
-	active := make(map[pod.UID]bool, len(l.pods)+len(snap))
-	for uid := range l.pods {
-		active[uid] = true
+	pods := l.pods.Pods()
+	active := make(map[pod.UID]bool, len(pods)+len(snap))
+	for _, p := range pods {
+		active[p.UID] = true
 	}
 	for uid := range snap {
 		active[uid] = true
@@ -600,16 +615,12 @@ func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 		return
 	}
 	name := pod.FullName(p)
-	if others := l.terminating[name]; len(others) > 0 && !others[uid] {
-		if _, already := l.held[name]; !already {
+	if held, first, others := l.pods.Hold(p); held {
+		if first {
 			l.log.Info("pod waits for the previous pod of its name to terminate", zap.String("pod", name),
-				zap.String("uid", string(uid)), zap.Int("terminating", len(others)))
+				zap.String("uid", string(uid)), zap.Int("terminating", others))
 		}
-		l.held[name] = p
 		return
-	}
-	if h, ok := l.held[name]; ok && h.UID == uid {
-		delete(l.held, name)
 	}
 	l.startWorkerLocked(uid, p, name).poke()
 }
@@ -618,20 +629,10 @@ func (l *Loop) dispatch(uid pod.UID, p *v1.Pod) {
 // other pod of that name is terminating, the held pod (if any) starts.
 // l.mu is held.
 func (l *Loop) untrackTerminationLocked(name string, uid pod.UID) {
-	set := l.terminating[name]
-	if !set[uid] {
+	next := l.pods.EndTermination(name, uid)
+	if next == nil {
 		return
 	}
-	delete(set, uid)
-	if len(set) > 0 {
-		return
-	}
-	delete(l.terminating, name)
-	next, ok := l.held[name]
-	if !ok {
-		return
-	}
-	delete(l.held, name)
 	if _, running := l.workers[next.UID]; running {
 		return
 	}
@@ -654,10 +655,7 @@ func (l *Loop) terminateBy(uid pod.UID, name string, e event) {
 	if !ok {
 		w = l.startWorkerLocked(uid, e.pod, name)
 	}
-	if l.terminating[w.name] == nil {
-		l.terminating[w.name] = map[pod.UID]bool{}
-	}
-	l.terminating[w.name][uid] = true
+	l.pods.StartTermination(w.name, uid, e.pod)
 	w.apply(e)
 }
 
@@ -722,30 +720,14 @@ func (l *Loop) Evict(p *v1.Pod, grace int64, message string) {
 }
 
 func (l *Loop) handleEviction(e eviction) {
-	p, ok := l.pods[e.pod.UID]
+	p, ok := l.pods.Evict(e.pod.UID) // kept (Failed) until its source drops it
 	if !ok {
 		return // gone meanwhile
 	}
 	l.log.Warn("evicting pod", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 		zap.Int64("grace", e.grace), zap.String("message", e.message))
-	delete(l.pods, p.UID)
-	l.refused[p.UID] = p // kept (Failed) until its source drops it
 	if l.status != nil {
 		l.status.Evicted(p, e.message)
 	}
 	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
-}
-
-// ActivePods are the admitted pods neither finished nor being
-// terminated, for the eviction manager. Safe from any goroutine.
-func (l *Loop) ActivePods() []*v1.Pod {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]*v1.Pod, 0, len(l.workers))
-	for _, w := range l.workers {
-		if s := w.state(); s.pod != nil && s.phase == syncing {
-			out = append(out, s.pod)
-		}
-	}
-	return out
 }

@@ -895,7 +895,7 @@ func TestEvictionEndsThePod(t *testing.T) {
 	p := testPod("u1", "a")
 	r.step(t, add(r, p))
 	r.next(t)
-	if got := r.loop.ActivePods(); len(got) != 1 || got[0].UID != "u1" {
+	if got := r.loop.Pods().ActivePods(); len(got) != 1 || got[0].UID != "u1" {
 		t.Fatalf("active pods %v", got)
 	}
 	r.step(t, func() { r.loop.Evict(p, 0, "The node was low on resource: memory.") })
@@ -910,7 +910,7 @@ func TestEvictionEndsThePod(t *testing.T) {
 	if reason != "Evicted: The node was low on resource: memory." || removed != 0 {
 		t.Fatalf("status %q, %d removals: want Evicted kept published", reason, removed)
 	}
-	if got := r.loop.ActivePods(); len(got) != 0 {
+	if got := r.loop.Pods().ActivePods(); len(got) != 0 {
 		t.Fatalf("active pods after the eviction %v", got)
 	}
 	r.step(t, func() { r.updates <- pod.Update{Op: pod.OpUpdate, Source: pod.SourceFile, Pods: []*v1.Pod{p}} })
