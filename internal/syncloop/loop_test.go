@@ -269,6 +269,15 @@ func (r *rig) next(t *testing.T) call {
 	t.Helper()
 	deadline := time.After(within)
 	for {
+		// A call already queued comes first: a worker records its call
+		// before it waits for a view newer than it, and a relist answered
+		// first would hand it a view without the call's effect (select
+		// picks among ready cases at random).
+		select {
+		case c := <-r.rt.calls:
+			return c
+		default:
+		}
 		select {
 		case c := <-r.rt.calls:
 			return c
