@@ -61,8 +61,8 @@ func connectAPI(ctx context.Context, o *options, nodeName string, staticSources 
 	}
 	c, err := kubeapi.Connect(ctx, kubeapi.ClientConfig{
 		Kubeconfig: o.kubeconfig, BootstrapKubeconfig: o.bootstrapKubeconfig, CertDir: certDir, NodeName: nodeName,
-		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst, RotateCertificates: o.rotateCertificates,
-		HeartbeatTimeout: time.Duration(o.nodeLeaseDurationSeconds) * time.Second, Logger: log,
+		QPS: float32(o.kubeAPIQPS), Burst: int(o.KubeAPIBurst), RotateCertificates: o.RotateCertificates,
+		HeartbeatTimeout: time.Duration(o.NodeLeaseDurationSeconds) * time.Second, Logger: log,
 	})
 	if err != nil {
 		return nil, err

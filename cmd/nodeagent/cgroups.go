@@ -26,13 +26,13 @@ const cgroupMountRoot = "/sys/fs/cgroup"
 // the housekeeping that removes those of gone pods. The cgroup driver is
 // the runtime's when it reports one (CRI RuntimeConfig), else the flag's.
 func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServiceClient, log *zap.Logger) (func(map[pod.UID]bool), []cri.Phase, error) {
-	capacity := node.Capacity(o.rootDir, o.maxPods)
+	capacity := node.Capacity(o.rootDir, int(o.MaxPods))
 	phases := []cri.Phase{oomScorePhase{memoryCapacity: capacity.Memory().Value()}}
-	if !o.cgroupsPerQOS {
+	if !*o.CgroupsPerQOS {
 		log.Info("no pod cgroups and node allocatable not enforced (--cgroups-per-qos=false)")
 		return func(map[pod.UID]bool) {}, phases, nil
 	}
-	driver := o.cgroupDriver
+	driver := o.CgroupDriver
 	if d := runtimeCgroupDriver(ctx, conn, o, log); d != "" {
 		if d != driver {
 			log.Info("cgroup driver taken from the runtime, not --cgroup-driver", zap.String("runtime", d), zap.String("flag", driver))
@@ -40,17 +40,17 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 		driver = d
 	}
 	limits := capacity
-	if slices.Contains(o.enforceNodeAllocatable, "pods") {
+	if slices.Contains(o.EnforceNodeAllocatable, "pods") {
 		// The kubelet's getNodeAllocatableAbsolute: reservations only,
 		// eviction thresholds stay inside kubepods.
 		limits = node.Allocatable(capacity, o.reserved, nil)
 	}
-	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.cgroupRoot, Driver: driver, Node: limits, Logger: log})
+	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.CgroupRoot, Driver: driver, Node: limits, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod cgroups: %w", err)
 	}
 	if err := m.Start(); err != nil {
-		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.cgroupRoot, err)
+		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.CgroupRoot, err)
 	}
 	return m.Cleanup, append(phases, podCgroupPhase{m}), nil
 }
@@ -58,7 +58,7 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 // runtimeCgroupDriver is the cgroup driver the runtime reports, "" when
 // it does not say (containerd 1.x: Unimplemented) or cannot be asked.
 func runtimeCgroupDriver(ctx context.Context, conn runtimeapi.RuntimeServiceClient, o *options, log *zap.Logger) string {
-	cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
+	cctx, cancel := context.WithTimeout(ctx, o.RuntimeRequestTimeout.Duration)
 	defer cancel()
 	resp, err := conn.RuntimeConfig(cctx, &runtimeapi.RuntimeConfigRequest{})
 	if err != nil && status.Code(err) != codes.Unimplemented {

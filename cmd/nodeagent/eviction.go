@@ -41,10 +41,10 @@ func evictionThresholds(o *options, log *zap.Logger) []eviction.Threshold {
 func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncloop.Loop, imageGC *images.GC, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
 	return eviction.New(eviction.Config{
 		Thresholds:               evictionThresholds(o, log),
-		PressureTransitionPeriod: o.evictionPressureTransition,
-		MaxPodGracePeriod:        o.evictionMaxPodGracePeriod,
+		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriod:        int64(o.EvictionMaxPodGracePeriod),
 		Observer: eviction.Host{ProcRoot: "/proc", RootDir: o.rootDir, ImageFs: func(ctx context.Context) (string, error) {
-			cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
+			cctx, cancel := context.WithTimeout(ctx, o.RuntimeRequestTimeout.Duration)
 			defer cancel()
 			info, err := conn.ImageFsInfo(cctx, &runtimeapi.ImageFsInfoRequest{})
 			if err != nil || len(info.ImageFilesystems) == 0 {
@@ -52,7 +52,7 @@ func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncl
 			}
 			return info.ImageFilesystems[0].GetFsId().GetMountpoint(), nil
 		}},
-		Stats:      criStats{conn: conn, node: nodeName, timeout: o.runtimeRequestTimeout},
+		Stats:      criStats{conn: conn, node: nodeName, timeout: o.RuntimeRequestTimeout.Duration},
 		Clock:      clk,
 		Logger:     log,
 		ActivePods: loop.ActivePods,

@@ -20,7 +20,7 @@ func flagsDoc() string {
 	b.WriteString("behave as the kubelet's; a `--config` file (KubeletConfiguration) sets the same settings\n")
 	b.WriteString("and the command line wins over it.\n\n")
 	b.WriteString("| Flag | Default | Meaning |\n|---|---|---|\n")
-	fs := newFlagSet(&options{})
+	fs := newFlagSet(newOptions())
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" || def == "[]" {

@@ -19,11 +19,29 @@ import (
 	"github.com/nodeagent/nodeagent/internal/cri"
 )
 
+// cniSettings are the settings of the pod network's CNI config: the
+// dirs, whether given on the command line, the pod CIDR flag.
+type cniSettings struct {
+	cniConfDir, cniBinDir           string
+	cniConfDirGiven, cniBinDirGiven bool
+	podCIDR                         string
+	cniGCPeriod                     time.Duration
+	runtimeRequestTimeout           time.Duration
+	rootDir                         string
+}
+
+func (o *options) cni() cniSettings {
+	return cniSettings{
+		cniConfDir: o.cniConfDir, cniBinDir: o.cniBinDir, cniConfDirGiven: o.cniConfDirGiven, cniBinDirGiven: o.cniBinDirGiven,
+		podCIDR: o.PodCIDR, cniGCPeriod: o.cniGCPeriod, runtimeRequestTimeout: o.RuntimeRequestTimeout.Duration, rootDir: o.rootDir,
+	}
+}
+
 // ensureCNIConfig writes the node's conflist for its pod CIDR(s)
 // (comma-separated, one per family) unless the CNI config dir holds an
 // operator's. A bad CIDR is an error; a conflist the plugins refuse is
 // logged with their error and the previous config stays.
-func ensureCNIConfig(ctx context.Context, o *options, podCIDRs string, log *zap.Logger) error {
+func ensureCNIConfig(ctx context.Context, o cniSettings, podCIDRs string, log *zap.Logger) error {
 	var cidrs []string
 	for _, c := range strings.Split(podCIDRs, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -68,7 +86,7 @@ var errNetworkUnknown = errors.New("network state unknown")
 // Poll is called by the health poll (one goroutine); Run on its own
 // goroutine; Err and PodErr from any.
 type podNetwork struct {
-	o    *options
+	o    cniSettings
 	conn cri.Client
 	clk  clock.WithTicker
 	log  *zap.Logger
@@ -78,7 +96,7 @@ type podNetwork struct {
 	settled    chan struct{}               // closed once the dir is decided
 }
 
-func newPodNetwork(o *options, conn cri.Client, clk clock.WithTicker, log *zap.Logger) *podNetwork {
+func newPodNetwork(o cniSettings, conn cri.Client, clk clock.WithTicker, log *zap.Logger) *podNetwork {
 	return &podNetwork{o: o, conn: conn, clk: clk, log: log, settled: make(chan struct{})}
 }
 
@@ -232,7 +250,7 @@ type checkedDirs struct {
 // it names them, else --cni-bin-dir's default. When the runtime names a
 // conf dir other than the one nodeagent checks or writes into, the
 // mismatch is returned to be told.
-func cniDirs(o *options, rtConf string, rtBins []string) checkedDirs {
+func cniDirs(o cniSettings, rtConf string, rtBins []string) checkedDirs {
 	var d checkedDirs
 	switch {
 	case o.cniConfDirGiven:

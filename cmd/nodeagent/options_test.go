@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,20 +29,20 @@ crashLoopBackOff: {maxContainerRestartPeriod: 60s}
 		check func(t *testing.T, o *options)
 	}{
 		{"file only", []string{"--config", cfg}, func(t *testing.T, o *options) {
-			if o.manifestDir != "/etc/kubernetes/manifests" || o.fileCheckFrequency != 7*time.Second || o.maxPods != 12 ||
-				o.podCIDR != "10.1.0.0/24" || o.maxRestartBackoff != time.Minute || o.manifestURL != "http://127.0.0.1:1/pods" ||
-				o.manifestURLHeader.m["X-Token"] != "abc" {
+			if o.StaticPodPath != "/etc/kubernetes/manifests" || o.FileCheckFrequency.Duration != 7*time.Second || o.MaxPods != 12 ||
+				o.PodCIDR != "10.1.0.0/24" || o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration != time.Minute || o.StaticPodURL != "http://127.0.0.1:1/pods" ||
+				!slices.Equal(o.StaticPodURLHeader["X-Token"], []string{"abc"}) {
 				t.Errorf("options %+v", o)
 			}
 		}},
 		{"flags win", []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"}, func(t *testing.T, o *options) {
-			if o.manifestDir != "/m" || o.maxPods != 3 || o.fileCheckFrequency != time.Second || o.podCIDR != "10.1.0.0/24" {
+			if o.StaticPodPath != "/m" || o.MaxPods != 3 || o.FileCheckFrequency.Duration != time.Second || o.PodCIDR != "10.1.0.0/24" {
 				t.Errorf("options %+v", o)
 			}
 		}},
 		{"node labels and headers", []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"}, func(t *testing.T, o *options) {
-			if o.nodeLabels.m["a"] != "1" || o.nodeLabels.m["b"] != "2" || o.manifestURLHeader.m["B"] != "y" {
-				t.Errorf("labels %v headers %v", o.nodeLabels.m, o.manifestURLHeader.m)
+			if o.nodeLabels["a"] != "1" || o.nodeLabels["b"] != "2" || !slices.Equal(o.StaticPodURLHeader["B"], []string{"y"}) {
+				t.Errorf("labels %v headers %v", o.nodeLabels, o.StaticPodURLHeader)
 			}
 		}},
 	}
@@ -96,16 +97,16 @@ func TestAPIModeOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []v1.Taint{{Key: "dedicated", Value: "edge", Effect: v1.TaintEffectNoSchedule}, {Key: "gpu", Effect: v1.TaintEffectNoExecute}}
-	if len(o.taints) != 2 || o.taints[0] != want[0] || o.taints[1] != want[1] {
-		t.Fatalf("taints = %+v", o.taints)
+	if len(o.RegisterWithTaints) != 2 || o.RegisterWithTaints[0] != want[0] || o.RegisterWithTaints[1] != want[1] {
+		t.Fatalf("taints = %+v", o.RegisterWithTaints)
 	}
-	if o.kubeAPIQPS != 50 || o.kubeAPIBurst != 100 || !o.registerNode || o.nodeStatusReportFrequency != 5*time.Minute {
-		t.Fatalf("defaults: qps %v burst %d register %v report %v", o.kubeAPIQPS, o.kubeAPIBurst, o.registerNode, o.nodeStatusReportFrequency)
+	if o.kubeAPIQPS != 50 || o.KubeAPIBurst != 100 || !*o.RegisterNode || o.NodeStatusReportFrequency.Duration != 5*time.Minute {
+		t.Fatalf("defaults: qps %v burst %d register %v report %v", o.kubeAPIQPS, o.KubeAPIBurst, *o.RegisterNode, o.NodeStatusReportFrequency.Duration)
 	}
 	if m := o.reserved[0][v1.ResourceMemory]; m.String() != "256Mi" || len(o.hardThresholds) != 4 {
 		t.Fatalf("reserved %v thresholds %v", o.reserved, o.hardThresholds)
 	}
-	if o.readOnlyPort != 0 {
-		t.Fatalf("read-only port %d by default; want 0 (off)", o.readOnlyPort)
+	if o.ReadOnlyPort != 0 {
+		t.Fatalf("read-only port %d by default; want 0 (off)", o.ReadOnlyPort)
 	}
 }

@@ -68,7 +68,7 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(o.verbosity)
+	log, err := newLogger(int(o.Logging.Verbosity))
 	if err != nil {
 		return err
 	}
@@ -136,17 +136,17 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		statusDir = filepath.Join(o.rootDir, "status")
 	}
 	log.Info("starting nodeagent", zap.String("node", nodeName), zap.String("nodeIP", nodeIP),
-		zap.String("manifestDir", o.manifestDir), zap.String("runtime", o.containerRuntimeEndpoint))
+		zap.String("manifestDir", o.StaticPodPath), zap.String("runtime", o.ContainerRuntimeEndpoint))
 
-	if o.podCIDR != "" {
-		if err := ensureCNIConfig(ctx, o, o.podCIDR, log); err != nil {
+	if o.PodCIDR != "" {
+		if err := ensureCNIConfig(ctx, o.cni(), o.PodCIDR, log); err != nil {
 			return err
 		}
 	}
 
 	// The metrics, first: every CRI call is measured.
 	mets := metrics.New(clk)
-	conn, err := cri.Dial(o.containerRuntimeEndpoint, mets.DialOptions()...)
+	conn, err := cri.Dial(o.ContainerRuntimeEndpoint, mets.DialOptions()...)
 	if err != nil {
 		return err
 	}
@@ -154,16 +154,16 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// The pod network's readiness: the runtime's NetworkReady; and the CNI
 	// config dir nodeagent knows, if any, checked and watched, with CNI GC
 	// over the runtime's sandboxes.
-	podNet := newPodNetwork(o, conn, clk, log)
+	podNet := newPodNetwork(o.cni(), conn, clk, log)
 	runtimeName, runtimeVersion := "containerd", ""
-	if info, err := cri.Check(ctx, conn, o.runtimeRequestTimeout); err != nil {
+	if info, err := cri.Check(ctx, conn, o.RuntimeRequestTimeout.Duration); err != nil {
 		log.Warn("container runtime not ready yet; the sync loop waits for it", zap.Error(err))
 	} else {
 		runtimeName, runtimeVersion = info.Name, info.Version
 		log.Info("container runtime", zap.String("name", info.Name), zap.String("version", info.Version), zap.String("cri", info.APIVersion))
 	}
-	if o.podCIDR != "" {
-		passPodCIDR(ctx, conn, o, o.podCIDR, log)
+	if o.PodCIDR != "" {
+		passPodCIDR(ctx, conn, o, o.PodCIDR, log)
 	}
 
 	statuses, err := status.NewManager(statusDir, nodeName, runtimeName, nodeIP, clk, log)
@@ -173,10 +173,10 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	var api *apiMode
 	if o.kubeconfig != "" {
 		var static []string
-		if o.manifestDir != "" {
+		if o.StaticPodPath != "" {
 			static = append(static, pod.SourceFile)
 		}
-		if o.manifestURL != "" {
+		if o.StaticPodURL != "" {
 			static = append(static, pod.SourceHTTP)
 		}
 		if api, err = connectAPI(ctx, o, nodeName, static, log); err != nil {
@@ -213,7 +213,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	statuses.SetProbes(probes)
 	// The image manager: pulls (limit, shared pulls) and image GC.
 	puller, err := images.NewPuller(images.PullerConfig{Client: conn, Clock: clk, Logger: log,
-		Serialize: o.serializeImagePulls, MaxParallel: o.maxParallelImagePulls, StatusTimeout: o.runtimeRequestTimeout,
+		Serialize: *o.SerializeImagePulls, MaxParallel: int(*o.MaxParallelImagePulls), StatusTimeout: o.RuntimeRequestTimeout.Duration,
 		OnPull: func(req images.Request, start, end time.Time, err error) {
 			mets.PodStart.ImagePull(types.UID(req.Sandbox.GetMetadata().GetUid()), start, end, err)
 		}})
@@ -242,7 +242,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	capacity := node.Capacity(o.rootDir, o.maxPods)
+	capacity := node.Capacity(o.rootDir, int(o.MaxPods))
 	allocatable := node.Allocatable(capacity, o.reserved, o.hardThresholds)
 	var loop *syncloop.Loop
 	// The allocation manager (in-place resize): what each pod's
@@ -261,39 +261,42 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	rt, err := cri.New(cri.Config{
 		Client: conn, Logger: log, Clock: clk, Probes: probes,
 		Phases:  append([]cri.Phase{cpusetPhase{cpuMgr}}, cgroupPhases...),
-		DNS:     &dns.Config{ClusterDNS: o.clusterDNS, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
-		RootDir: o.rootDir, PodLogsDir: o.podLogsDir,
-		CallTimeout: o.runtimeRequestTimeout, PullTimeout: o.imagePullTimeout,
-		CrashLoop: backoff.New(clk, 10*time.Second, o.maxRestartBackoff, 10*time.Minute),
+		DNS:     &dns.Config{ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: *o.ResolverConfig},
+		RootDir: o.rootDir, PodLogsDir: o.PodLogsDir,
+		CallTimeout: o.RuntimeRequestTimeout.Duration, PullTimeout: o.imagePullTimeout,
+		CrashLoop: backoff.New(clk, 10*time.Second, o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, 10*time.Minute),
 		NodeName:  nodeName, NodeIP: nodeIP, NodeAllocatable: allocatable,
 		Recorder:      statuses,
 		NetworkHealth: podNet.PodErr,
 		Objects:       api.objects(),
 		// A pod's runtimeClassName → the handler its sandbox runs with.
 		RuntimeClasses: api.runtimeClasses(),
-		SpecConfig:     cri.SpecConfig{ClusterDomain: o.clusterDomain, SeccompDefault: o.seccompDefault},
+		SpecConfig:     cri.SpecConfig{ClusterDomain: o.ClusterDomain, SeccompDefault: *o.SeccompDefault},
 		Images:         puller, PullSecretsDir: o.pullSecretsDir, DockerConfigPaths: dockerConfigs,
 		Volumes:     vols,
 		Allocations: allocs,
+		// Dead containers kept (the kubelet's container GC policy).
+		ContainerGCMinAge: o.minimumContainerTTL, ContainerGCMaxPerPodContainer: int(o.maxDeadPerContainer),
+		ContainerGCMaxContainers: int(o.maxDeadContainers),
 	})
 	if err != nil {
 		return err
 	}
 	var sources []string
 	var runSources []func(context.Context) error
-	if o.manifestDir != "" {
+	if o.StaticPodPath != "" {
 		sources = append(sources, pod.SourceFile)
 	}
-	if o.manifestURL != "" {
+	if o.StaticPodURL != "" {
 		sources = append(sources, pod.SourceHTTP)
 	}
 	if api != nil {
 		sources = append(sources, pod.SourceAPI)
 	}
 	mux := podsource.NewMux(sources...)
-	if o.manifestDir != "" {
+	if o.StaticPodPath != "" {
 		dir, err := podsource.NewDir(podsource.DirConfig{
-			Path: o.manifestDir, NodeName: nodeName, Period: o.fileCheckFrequency, Clock: clk, Logger: log,
+			Path: o.StaticPodPath, NodeName: nodeName, Period: o.FileCheckFrequency.Duration, Clock: clk, Logger: log,
 			Sink:           func(pods []*v1.Pod) { api.staticPods(pod.SourceFile, pods); mux.Set(ctx, pod.SourceFile, pods) },
 			Problems:       func(p map[string]string) { statuses.SourceProblems(pod.SourceFile, p) },
 			RefuseInsecure: o.manifestPermissions == "refuse",
@@ -303,13 +306,15 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		}
 		runSources = append(runSources, dir.Run)
 	}
-	if o.manifestURL != "" {
+	if o.StaticPodURL != "" {
 		header := http.Header{}
-		for k, v := range o.manifestURLHeader.m {
-			header.Add(k, v)
+		for k, vs := range o.StaticPodURLHeader {
+			for _, v := range vs {
+				header.Add(k, v)
+			}
 		}
 		src, err := podsource.NewHTTP(podsource.HTTPConfig{
-			URL: o.manifestURL, Header: header, NodeName: nodeName, Period: o.httpCheckFrequency, Clock: clk, Logger: log,
+			URL: o.StaticPodURL, Header: header, NodeName: nodeName, Period: o.HTTPCheckFrequency.Duration, Clock: clk, Logger: log,
 			Sink:     func(pods []*v1.Pod) { api.staticPods(pod.SourceHTTP, pods); mux.Set(ctx, pod.SourceHTTP, pods) },
 			Problems: func(p map[string]string) { statuses.SourceProblems(pod.SourceHTTP, p) },
 		})
@@ -327,7 +332,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	plegG.ObserveRelists(mets.ObserveRelist)
 
 	labels := map[string]string{"kubernetes.io/hostname": nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
-	for k, v := range o.nodeLabels.m {
+	for k, v := range o.nodeLabels {
 		labels[k] = v
 	}
 	var evict *eviction.Manager // set once the loop exists; read by admission later
@@ -340,15 +345,15 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		Prober:       probes,
 		Admit: admit.Chain{
 			admit.PodOS(),
-			admit.MaxPods(o.maxPods),
+			admit.MaxPods(int(o.MaxPods)),
 			admit.Resources(allocatable, allocs),
 			admit.NodeSelector(labels),
-			admit.Taints(o.taints),
+			admit.Taints(o.RegisterWithTaints),
 			admit.HostPorts(),
-			admit.Sysctls(o.allowedUnsafeSysctls),
+			admit.Sysctls(o.AllowedUnsafeSysctls),
 			admit.Pressure(func(c v1.NodeConditionType) bool { return evict != nil && evict.Pressure(c) }),
 			admit.AppArmor(admit.AppArmorHost("/sys")),
-			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.runtimeRequestTimeout)),
+			admit.UserNamespaces(cri.UserNamespaces(ctx, conn, o.RuntimeRequestTimeout.Duration)),
 			admit.CPUs(cpuMgr),     // last: they allocate
 			admit.Allocate(allocs), // after the CPUs: records what was admitted
 		},
@@ -359,7 +364,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		RuntimeHealth: load(&runtimeHealth),
 		Clock:         clk,
 		Logger:        log,
-		ResyncPeriod:  o.syncFrequency,
+		ResyncPeriod:  o.SyncFrequency.Duration,
 		OnIteration:   mets.ObserveIteration,
 		OnPodSync:     mets.ObservePodSync,
 		Housekeeping: func(active, running map[pod.UID]bool) {
@@ -380,8 +385,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// Container log rotation, of this agent's containers only.
 	logRotation, err := logs.New(logs.Config{
 		Runtime: conn, Labels: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
-		MaxSize: o.containerLogMaxBytes, MaxFiles: o.containerLogMaxFiles, MaxWorkers: o.containerLogMaxWorkers,
-		MonitorInterval: o.containerLogMonitorInterval, CallTimeout: o.runtimeRequestTimeout, PodLogsDir: o.podLogsDir,
+		MaxSize: o.containerLogMaxBytes, MaxFiles: int(*o.ContainerLogMaxFiles), MaxWorkers: int(*o.ContainerLogMaxWorkers),
+		MonitorInterval: o.ContainerLogMonitorInterval.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration, PodLogsDir: o.PodLogsDir,
 		Clock: clk, Logger: log,
 	})
 	if err != nil {
@@ -399,7 +404,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	nodeStats, err := stats.New(stats.Config{
 		NodeName: nodeName, Runtime: conn, Selector: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
 		Host:       stats.Host{ProcRoot: "/proc", CgroupRoot: cgroupMountRoot, RootDir: o.rootDir},
-		PodLogsDir: o.podLogsDir, Timeout: o.runtimeRequestTimeout, Clock: clk, Logger: log,
+		PodLogsDir: o.PodLogsDir, Timeout: o.RuntimeRequestTimeout.Duration, Clock: clk, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -407,13 +412,13 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// What the read-only port and the node server read.
 	readers := server.Config{NodeName: nodeName, Health: health, Metrics: mets.Handler(health), Stats: nodeStats,
 		Resource: nodeStats.ResourceHandler(), Pods: func() ([]*v1.Pod, error) { return status.List(statusDir) }, Logger: log}
-	if o.readOnlyPort > 0 {
+	if o.ReadOnlyPort > 0 {
 		if err := readOnlyPort(gctx, g, o, readers, log); err != nil {
 			return err
 		}
 	}
-	if o.healthzPort > 0 {
-		addr := net.JoinHostPort(o.healthzBindAddress, strconv.Itoa(o.healthzPort))
+	if int(*o.HealthzPort) > 0 {
+		addr := net.JoinHostPort(o.HealthzBindAddress, strconv.Itoa(int(*o.HealthzPort)))
 		// As the kubelet: a taken port costs the endpoint, not the pods.
 		if ln, err := metrics.Listen(addr); err != nil {
 			log.Error("no /healthz and /metrics endpoint; pods are run regardless (free the port or set --healthz-port)", zap.Error(err))
@@ -431,22 +436,22 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	}
 	if api != nil {
 		nodeMgr, err := node.New(node.Config{
-			Client: api.client.Heartbeat, Name: nodeName, Labels: labels, Taints: o.taints, Register: o.registerNode,
+			Client: api.client.Heartbeat, Name: nodeName, Labels: labels, Taints: o.RegisterWithTaints, Register: *o.RegisterNode,
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
-			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: int32(o.port),
+			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 			Pressure:      evict.Pressure,
 			RuntimeHealth: load(&runtimeHealth), NetworkHealth: podNet.Err, PLEGHealth: plegG.Healthy,
 			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
-				return nodeImages(ctx, conn, o.runtimeRequestTimeout)
+				return nodeImages(ctx, conn, o.RuntimeRequestTimeout.Duration)
 			},
-			UpdateFrequency: o.nodeStatusUpdateFrequency, ReportFrequency: o.nodeStatusReportFrequency,
-			LeaseDuration: int32(o.nodeLeaseDurationSeconds),
+			UpdateFrequency: o.NodeStatusUpdateFrequency.Duration, ReportFrequency: o.NodeStatusReportFrequency.Duration,
+			LeaseDuration: int32(o.NodeLeaseDurationSeconds),
 			OnPodCIDRs: func(cidrs []string) {
-				if o.podCIDR != "" {
+				if o.PodCIDR != "" {
 					return // the flag wins
 				}
 				log.Info("pod CIDR from the Node object", zap.Strings("podCIDRs", cidrs))
-				if err := ensureCNIConfig(gctx, o, strings.Join(cidrs, ","), log); err != nil {
+				if err := ensureCNIConfig(gctx, o.cni(), strings.Join(cidrs, ","), log); err != nil {
 					log.Error("CNI config for the Node's pod CIDR", zap.Error(err))
 				}
 				passPodCIDR(gctx, conn, o, strings.Join(cidrs, ","), log)
@@ -544,9 +549,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 func newImageGC(o *options, conn *cri.Conn, clk clock.WithTicker, api *apiMode, nodeName string, log *zap.Logger) (*images.GC, error) {
 	cfg := images.GCConfig{
 		Client: conn, Clock: clk, Logger: log,
-		HighThresholdPercent: o.imageGCHighThreshold, LowThresholdPercent: o.imageGCLowThreshold,
-		MinAge: o.imageMinimumGCAge, MaxAge: o.imageMaximumGCAge, Period: o.imageGCPeriod,
-		SandboxImage: o.podInfraContainerImage, CallTimeout: o.runtimeRequestTimeout,
+		HighThresholdPercent: int(*o.ImageGCHighThresholdPercent), LowThresholdPercent: int(*o.ImageGCLowThresholdPercent),
+		MinAge: o.ImageMinimumGCAge.Duration, MaxAge: o.ImageMaximumGCAge.Duration, Period: o.imageGCPeriod,
+		SandboxImage: o.podInfraContainerImage, CallTimeout: o.RuntimeRequestTimeout.Duration,
 	}
 	if api != nil {
 		ref := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
@@ -562,7 +567,7 @@ func newImageGC(o *options, conn *cri.Conn, clk clock.WithTicker, api *apiMode, 
 
 // passPodCIDR tells the runtime the node's pod CIDR(s).
 func passPodCIDR(ctx context.Context, conn cri.Client, o *options, podCIDR string, log *zap.Logger) {
-	cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
+	cctx, cancel := context.WithTimeout(ctx, o.RuntimeRequestTimeout.Duration)
 	defer cancel()
 	_, err := conn.UpdateRuntimeConfig(cctx, &runtimeapi.UpdateRuntimeConfigRequest{
 		RuntimeConfig: &runtimeapi.RuntimeConfig{NetworkConfig: &runtimeapi.NetworkConfig{PodCidr: podCIDR}}})

@@ -88,6 +88,12 @@ type Config struct {
 	// what was applied to running containers. When nil, every spec is
 	// allocated as it is and the records are kept in memory only.
 	Allocations Allocations
+	// ContainerGCMinAge is how long a finished container is kept before it may be garbage collected.
+	ContainerGCMinAge time.Duration
+	// ContainerGCMaxPerPodContainer is the most dead instances kept per container; negative: no limit.
+	ContainerGCMaxPerPodContainer int
+	// ContainerGCMaxContainers is the most dead containers kept on the node; negative: no limit.
+	ContainerGCMaxContainers int
 	// Security profiles, /etc/hosts: see security.go (the hosts file
 	// itself is written by Volumes).
 	SpecConfig
