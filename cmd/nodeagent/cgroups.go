@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -33,7 +31,11 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 		return func(map[pod.UID]bool) {}, phases, nil
 	}
 	driver := o.CgroupDriver
-	if d := runtimeCgroupDriver(ctx, conn, o, log); d != "" {
+	d, err := cm.RuntimeDriver(ctx, conn, o.RuntimeRequestTimeout.Duration)
+	if err != nil {
+		log.Warn("runtime's cgroup driver unknown; using --cgroup-driver", zap.Error(err))
+	}
+	if d != "" {
 		if d != driver {
 			log.Info("cgroup driver taken from the runtime, not --cgroup-driver", zap.String("runtime", d), zap.String("flag", driver))
 		}
@@ -53,24 +55,6 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.CgroupRoot, err)
 	}
 	return m.Cleanup, append(phases, podCgroupPhase{m}), nil
-}
-
-// runtimeCgroupDriver is the cgroup driver the runtime reports, "" when
-// it does not say (containerd 1.x: Unimplemented) or cannot be asked.
-func runtimeCgroupDriver(ctx context.Context, conn runtimeapi.RuntimeServiceClient, o *options, log *zap.Logger) string {
-	cctx, cancel := context.WithTimeout(ctx, o.RuntimeRequestTimeout.Duration)
-	defer cancel()
-	resp, err := conn.RuntimeConfig(cctx, &runtimeapi.RuntimeConfigRequest{})
-	if err != nil && status.Code(err) != codes.Unimplemented {
-		log.Warn("runtime's cgroup driver unknown; using --cgroup-driver", zap.Error(err))
-	}
-	if err != nil || resp.GetLinux() == nil {
-		return ""
-	}
-	if resp.GetLinux().GetCgroupDriver() == runtimeapi.CgroupDriver_SYSTEMD {
-		return cm.DriverSystemd
-	}
-	return cm.DriverCgroupfs
 }
 
 // podCgroupPhase makes the pod cgroup before the sandbox and gives its

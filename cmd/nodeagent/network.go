@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -163,7 +161,7 @@ func (n *podNetwork) settle(info map[string]string) {
 	}
 	m, err := cni.NewMonitor(cni.MonitorConfig{
 		ConfDir: d.conf, BinDirs: d.bins,
-		Sandboxes: criSandboxes{conn: n.conn, timeout: n.o.runtimeRequestTimeout},
+		Sandboxes: cri.Sandboxes{Client: n.conn, Timeout: n.o.runtimeRequestTimeout},
 		GCPeriod:  n.o.cniGCPeriod,
 		Clock:     n.clk, Logger: n.log,
 	})
@@ -277,50 +275,4 @@ func cniDirs(o cniSettings, rtConf string, rtBins []string) checkedDirs {
 		}
 	}
 	return d
-}
-
-// criSandboxes answers the CNI monitor from CRI: every sandbox of the
-// runtime, in any state, not only this agent's.
-type criSandboxes struct {
-	conn    cri.Client
-	timeout time.Duration
-}
-
-func (s criSandboxes) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout)
-}
-
-func (s criSandboxes) Known(ctx context.Context) ([]string, error) {
-	cctx, cancel := s.ctx(ctx)
-	defer cancel()
-	r, err := s.conn.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(r.Items))
-	for _, sb := range r.Items {
-		ids = append(ids, sb.Id)
-	}
-	return ids, nil
-}
-
-func (s criSandboxes) IPs(ctx context.Context, id string) ([]string, error) {
-	cctx, cancel := s.ctx(ctx)
-	defer cancel()
-	r, err := s.conn.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
-	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			return nil, nil // removed since the list: it holds no IP any more
-		}
-		return nil, err
-	}
-	n := r.GetStatus().GetNetwork()
-	if n == nil || n.Ip == "" {
-		return nil, nil
-	}
-	ips := []string{n.Ip}
-	for _, ip := range n.AdditionalIps {
-		ips = append(ips, ip.Ip)
-	}
-	return ips, nil
 }

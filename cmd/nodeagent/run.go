@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -189,21 +188,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// not ready): RuntimeReady (cri.Health) gates the sync loop,
 	// NetworkReady (podNet's own Status call, worded as the kubelet's) only
 	// pods that need the pod network.
-	var runtimeHealth atomic.Pointer[error]
-	checkHealth := func() {
-		rtErr, _ := cri.Health(ctx, conn, 10*time.Second)
-		runtimeHealth.Store(&rtErr)
-		podNet.Poll(ctx)
-	}
-	checkHealth()
-	load := func(p *atomic.Pointer[error]) func() error {
-		return func() error {
-			if e := p.Load(); e != nil {
-				return *e
-			}
-			return nil
-		}
-	}
+	runtimeHealth := cri.NewHealthPoller(conn, clk, podNet.Poll)
+	runtimeHealth.Poll(ctx)
 
 	probes, err := prober.New(prober.Config{Runtime: conn, Clock: clk, Logger: log, Recorder: statuses, NodeIP: nodeIP})
 	if err != nil {
@@ -361,7 +347,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			admit.Privileged(o.allowPrivileged),
 			admit.HostNamespaces(admit.HostNamespaceSources{Network: o.hostNetworkSources, PID: o.hostPIDSources, IPC: o.hostIPCSources}),
 		},
-		RuntimeHealth: load(&runtimeHealth),
+		RuntimeHealth: runtimeHealth.Err,
 		Clock:         clk,
 		Logger:        log,
 		ResyncPeriod:  o.SyncFrequency.Duration,
@@ -384,7 +370,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 
 	// Container log rotation, of this agent's containers only.
 	logRotation, err := logs.New(logs.Config{
-		Runtime: conn, Labels: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
+		Runtime: conn, Labels: agentSelector(nodeName),
 		MaxSize: o.containerLogMaxBytes, MaxFiles: int(*o.ContainerLogMaxFiles), MaxWorkers: int(*o.ContainerLogMaxWorkers),
 		MonitorInterval: o.ContainerLogMonitorInterval.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration, PodLogsDir: o.PodLogsDir,
 		Clock: clk, Logger: log,
@@ -400,9 +386,9 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 		log.Warn("first relist failed; the PLEG retries", zap.Error(err))
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	health := func() error { return errors.Join(load(&runtimeHealth)(), plegG.Healthy()) }
+	health := func() error { return errors.Join(runtimeHealth.Err(), plegG.Healthy()) }
 	nodeStats, err := stats.New(stats.Config{
-		NodeName: nodeName, Runtime: conn, Selector: map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName},
+		NodeName: nodeName, Runtime: conn, Selector: agentSelector(nodeName),
 		Host:       stats.Host{ProcRoot: "/proc", CgroupRoot: cgroupMountRoot, RootDir: o.rootDir},
 		PodLogsDir: o.PodLogsDir, Timeout: o.RuntimeRequestTimeout.Duration, Clock: clk, Logger: log,
 	})
@@ -440,10 +426,8 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 			NodeIP: nodeIP, Hostname: nodeName, Capacity: capacity, Allocatable: allocatable,
 			RuntimeVersion: runtimeName + "://" + runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 			Pressure:      evict.Pressure,
-			RuntimeHealth: load(&runtimeHealth), NetworkHealth: podNet.Err, PLEGHealth: plegG.Healthy,
-			Images: func(ctx context.Context) ([]v1.ContainerImage, error) {
-				return nodeImages(ctx, conn, o.RuntimeRequestTimeout.Duration)
-			},
+			RuntimeHealth: runtimeHealth.Err, NetworkHealth: podNet.Err, PLEGHealth: plegG.Healthy,
+			Images:          node.CRIImages(conn, o.RuntimeRequestTimeout.Duration),
 			UpdateFrequency: o.NodeStatusUpdateFrequency.Duration, ReportFrequency: o.NodeStatusReportFrequency.Duration,
 			LeaseDuration: int32(o.NodeLeaseDurationSeconds),
 			OnPodCIDRs: func(cidrs []string) {
@@ -511,22 +495,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	// CNI config re-check and GC beside the loop too: GC lists sandboxes
 	// and runs plugins.
 	g.Go(func() error { podNet.Run(gctx); return nil })
-	g.Go(func() error {
-		// Every 5s while the runtime is ready, every second while it is
-		// not, so its return is noticed at once.
-		t := clk.NewTicker(time.Second)
-		defer t.Stop()
-		for n := 1; ; n++ {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C():
-				if n%5 == 0 || load(&runtimeHealth)() != nil {
-					checkHealth()
-				}
-			}
-		}
-	})
+	g.Go(func() error { runtimeHealth.Run(gctx); return nil })
 	// systemd (Type=notify): ready once the loop runs; a no-op without
 	// NOTIFY_SOCKET.
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
@@ -576,21 +545,6 @@ func passPodCIDR(ctx context.Context, conn cri.Client, o *options, podCIDR strin
 	}
 }
 
-// nodeImages lists the runtime's images for the node status.
-func nodeImages(ctx context.Context, conn runtimeapi.ImageServiceClient, timeout time.Duration) ([]v1.ContainerImage, error) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := conn.ListImages(cctx, &runtimeapi.ListImagesRequest{})
-	if err != nil {
-		return nil, err
-	}
-	imgs := make([]v1.ContainerImage, len(resp.Images))
-	for i, img := range resp.Images {
-		imgs[i] = v1.ContainerImage{Names: append(append([]string{}, img.RepoDigests...), img.RepoTags...), SizeBytes: int64(img.GetSize())}
-	}
-	return node.LargestImages(imgs), nil
-}
-
 func firstIPv4() string {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -602,4 +556,9 @@ func firstIPv4() string {
 		}
 	}
 	return ""
+}
+
+// agentSelector is the labels of this agent's sandboxes and containers.
+func agentSelector(nodeName string) map[string]string {
+	return map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName}
 }
