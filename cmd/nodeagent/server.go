@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -21,12 +20,9 @@ import (
 // nodeServer builds the node's HTTPS server (API mode: the API server
 // authenticates and authorizes its callers) and opens its socket. A taken
 // port costs the server, not the pods: it is logged and serve is nil.
-func nodeServer(o *options, api *apiMode, rt server.Runtime, nodeName, nodeIP string, pods func() ([]*v1.Pod, error),
+func nodeServer(o *options, api *kubeapi.Mode, rt server.Runtime, nodeName, nodeIP string, pods func() ([]*v1.Pod, error),
 	s server.Config, log *zap.Logger) (serve func(context.Context) error, err error) {
-	certDir := o.certDir
-	if certDir == "" {
-		certDir = filepath.Join(o.rootDir, "pki")
-	}
+	certDir := o.certDirOrDefault()
 	var ips []net.IP
 	if ip := net.ParseIP(nodeIP); ip != nil {
 		ips = append(ips, ip)
@@ -42,7 +38,7 @@ func nodeServer(o *options, api *apiMode, rt server.Runtime, nodeName, nodeIP st
 		// served until the first issued certificate replaces it (the
 		// kubelet hands it to the same store).
 		serving, err = kubeapi.NewServingCert(kubeapi.ServingConfig{
-			Client: api.client.Clientset, CertDir: certDir, NodeName: nodeName, Hostnames: []string{nodeName}, IPs: ips,
+			Client: api.Client.Clientset, CertDir: certDir, NodeName: nodeName, Hostnames: []string{nodeName}, IPs: ips,
 			CertFile: o.TLSCertFile, KeyFile: o.TLSPrivateKeyFile, Clock: clock.RealClock{}, Logger: log,
 		})
 		if err != nil {
@@ -61,13 +57,13 @@ func nodeServer(o *options, api *apiMode, rt server.Runtime, nodeName, nodeIP st
 		}
 	}
 	if *o.Authentication.Webhook.Enabled {
-		authn.Tokens = api.client.Clientset.AuthenticationV1().TokenReviews()
+		authn.Tokens = api.Client.Clientset.AuthenticationV1().TokenReviews()
 	}
 	s.NodeName, s.Pods, s.Runtime, s.Logger, s.CallTimeout, s.PodLogsDir = nodeName, pods, rt, log, o.RuntimeRequestTimeout.Duration, o.PodLogsDir
 	s.Authenticator = server.NewAuthenticator(authn)
 	s.Authorizer = server.AlwaysAllow{}
 	if string(o.Authorization.Mode) == "Webhook" {
-		s.Authorizer = &server.Webhook{Reviews: api.client.Clientset.AuthorizationV1().SubjectAccessReviews()}
+		s.Authorizer = &server.Webhook{Reviews: api.Client.Clientset.AuthorizationV1().SubjectAccessReviews()}
 	}
 	s.Configz = func() any { return map[string]any{"kubeletconfig": configz(o)} }
 	srv, err := server.New(s)
