@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
 // configzDoc is /configz's kubeletconfig as a JSON document.
@@ -152,5 +153,49 @@ func TestKubeAPIQPS(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A file setting every honoured field at once reads back the same from
+// /configz, field by field: file → effective config → /configz.
+func TestConfigFileRoundTrip(t *testing.T) {
+	doc := map[string]any{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}
+	want := map[string]any{}
+	for path, v := range fieldSamples {
+		var sample any
+		if err := yaml.Unmarshal([]byte(v), &sample); err != nil {
+			t.Fatal(err)
+		}
+		want[path] = sample
+		m, keys := doc, strings.Split(path, ".")
+		for _, k := range keys[:len(keys)-1] {
+			if m[k] == nil {
+				m[k] = map[string]any{}
+			}
+			m = m[k].(map[string]any)
+		}
+		m[keys[len(keys)-1]] = sample
+	}
+	body, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseWithConfig(t, string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cz := configzDoc(t, o)
+	got := map[string]any{}
+	for path, sample := range want {
+		got[path] = valueAt(cz, path)
+		if got[path] == nil && isZero(sample) {
+			got[path] = sample // omitted from /configz as its zero value
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("/configz differs from the file (-file +configz):\n%s", diff)
+	}
+	if len(o.configWarnings) != 0 {
+		t.Errorf("warned about %v", o.configWarnings)
 	}
 }

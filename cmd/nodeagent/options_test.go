@@ -3,11 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -23,28 +23,29 @@ staticPodURL: http://127.0.0.1:1/pods
 staticPodURLHeader: {X-Token: [abc]}
 crashLoopBackOff: {maxContainerRestartPeriod: 60s}
 `), 0o644)
+	// sources is what the test reads of the options.
+	type sources struct {
+		Dir, URL   string
+		Check      time.Duration
+		MaxPods    int32
+		PodCIDR    string
+		MaxRestart time.Duration
+		Headers    map[string][]string
+		Labels     map[string]string
+	}
+	fromFile := sources{Dir: "/etc/kubernetes/manifests", URL: "http://127.0.0.1:1/pods", Check: 7 * time.Second, MaxPods: 12,
+		PodCIDR: "10.1.0.0/24", MaxRestart: time.Minute, Headers: map[string][]string{"X-Token": {"abc"}}}
 	tests := []struct {
-		name  string
-		args  []string
-		check func(t *testing.T, o *options)
+		name string
+		args []string
+		want sources
 	}{
-		{"file only", []string{"--config", cfg}, func(t *testing.T, o *options) {
-			if o.StaticPodPath != "/etc/kubernetes/manifests" || o.FileCheckFrequency.Duration != 7*time.Second || o.MaxPods != 12 ||
-				o.PodCIDR != "10.1.0.0/24" || o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration != time.Minute || o.StaticPodURL != "http://127.0.0.1:1/pods" ||
-				!slices.Equal(o.StaticPodURLHeader["X-Token"], []string{"abc"}) {
-				t.Errorf("options %+v", o)
-			}
-		}},
-		{"flags win", []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"}, func(t *testing.T, o *options) {
-			if o.StaticPodPath != "/m" || o.MaxPods != 3 || o.FileCheckFrequency.Duration != time.Second || o.PodCIDR != "10.1.0.0/24" {
-				t.Errorf("options %+v", o)
-			}
-		}},
-		{"node labels and headers", []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"}, func(t *testing.T, o *options) {
-			if o.nodeLabels["a"] != "1" || o.nodeLabels["b"] != "2" || !slices.Equal(o.StaticPodURLHeader["B"], []string{"y"}) {
-				t.Errorf("labels %v headers %v", o.nodeLabels, o.StaticPodURLHeader)
-			}
-		}},
+		{name: "file only", args: []string{"--config", cfg}, want: fromFile},
+		{name: "flags win", args: []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"},
+			want: sources{Dir: "/m", URL: fromFile.URL, Check: time.Second, MaxPods: 3, PodCIDR: fromFile.PodCIDR, MaxRestart: time.Minute, Headers: fromFile.Headers}},
+		{name: "node labels and headers", args: []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"},
+			want: sources{Dir: "/m", Check: 20 * time.Second, MaxPods: 110, MaxRestart: 300 * time.Second,
+				Headers: map[string][]string{"A": {"x"}, "B": {"y"}}, Labels: map[string]string{"a": "1", "b": "2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +53,11 @@ crashLoopBackOff: {maxContainerRestartPeriod: 60s}
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.check(t, o)
+			got := sources{Dir: o.StaticPodPath, URL: o.StaticPodURL, Check: o.FileCheckFrequency.Duration, MaxPods: o.MaxPods,
+				PodCIDR: o.PodCIDR, MaxRestart: o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, Headers: o.StaticPodURLHeader, Labels: o.nodeLabels}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
 		})
 	}
 }
