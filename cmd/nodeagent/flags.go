@@ -13,6 +13,10 @@ import (
 // settings, parsing the command line again changes only what it gives.
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("nodeagent", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		printDefaults(fs)
+	}
 	addSourceFlags(fs, o)
 	addRuntimeFlags(fs, o)
 	addAPIFlags(fs, o)
@@ -106,12 +110,12 @@ func addResourceFlags(fs *flag.FlagSet, o *options) {
 	fs.DurationVar(&kc.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", kc.CPUManagerReconcilePeriod.Duration, "how often the CPU manager re-applies containers' cpusets")
 	fs.Var(&mapValue{m: &kc.KubeReserved, sep: "="}, "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
 	fs.Var(&mapValue{m: &kc.SystemReserved, sep: "="}, "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
-	fs.Var(&mapValue{m: &kc.EvictionSoft, sep: "<"}, "eviction-soft", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
-	fs.Var(&mapValue{m: &kc.EvictionSoftGracePeriod, sep: "="}, "eviction-soft-grace-period", "signal=duration,… for each --eviction-soft threshold")
+	fs.Var(&mapValue{m: &kc.EvictionSoft, sep: "<", typ: "string"}, "eviction-soft", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
+	fs.Var(&mapValue{m: &kc.EvictionSoftGracePeriod, sep: "=", typ: "string"}, "eviction-soft-grace-period", "signal=duration,… for each --eviction-soft threshold")
 	fs.DurationVar(&kc.EvictionPressureTransitionPeriod.Duration, "eviction-pressure-transition-period", kc.EvictionPressureTransitionPeriod.Duration, "how long a pressure condition stays after its threshold was last crossed")
 	fs.Var((*int32Value)(&kc.EvictionMaxPodGracePeriod), "eviction-max-pod-grace-period", "most grace (seconds) a pod evicted for a soft threshold gets; 0: its own")
 	fs.DurationVar(&o.evictionMonitoringPeriod, "eviction-monitoring-period", o.evictionMonitoringPeriod, "how often the node's signals are read and at most one pod evicted (the kubelet's housekeeping period; not a kubelet flag)")
-	fs.Var(&mapValue{m: &kc.EvictionHard, sep: "<"}, "eviction-hard", "hard eviction thresholds, subtracted from capacity for allocatable")
+	fs.Var(&mapValue{m: &kc.EvictionHard, sep: "<", typ: "string"}, "eviction-hard", "hard eviction thresholds, subtracted from capacity for allocatable")
 	fs.BoolVar(kc.CgroupsPerQOS, "cgroups-per-qos", *kc.CgroupsPerQOS, "make the kubelet's cgroup hierarchy: kubepods, its burstable and besteffort tiers and a cgroup per pod with the pod's limits, the runtime's cgroup parent for the pod; false: the runtime's default cgroups")
 	fs.StringVar(&kc.CgroupRoot, "cgroup-root", kc.CgroupRoot, "cgroup under which kubepods is made")
 	fs.StringVar(&kc.CgroupDriver, "cgroup-driver", kc.CgroupDriver, "cgroup driver (cgroupfs; systemd is refused); the runtime's, when its CRI RuntimeConfig reports one, wins")

@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +36,9 @@ func (v *int32Value) String() string {
 	return strconv.FormatInt(int64(*v), 10)
 }
 
+// Type names the value in the usage, as the flag package's IntVar.
+func (v *int32Value) Type() string { return "int" }
+
 func (v *int32Value) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, 32)
 	if err != nil {
@@ -60,6 +65,8 @@ func (v *qpsValue) String() string {
 	return strconv.FormatInt(int64(*v.p), 10)
 }
 
+func (v *qpsValue) Type() string { return "float" }
+
 func (v *qpsValue) Set(s string) error {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
@@ -82,6 +89,8 @@ func (v *verbosityValue) String() string {
 	return strconv.FormatUint(uint64(*v.p), 10)
 }
 
+func (v *verbosityValue) Type() string { return "int" }
+
 func (v *verbosityValue) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, 32)
 	if err != nil {
@@ -103,6 +112,8 @@ func (v authzModeValue) String() string {
 	return string(*v.p)
 }
 
+func (v authzModeValue) Type() string { return "string" }
+
 func (v authzModeValue) Set(s string) error {
 	*v.p = kubeletv1beta1.KubeletAuthorizationMode(s)
 	return nil
@@ -115,6 +126,16 @@ type mapValue struct {
 	m   *map[string]string
 	sep string
 	set bool
+	// typ names the value in the usage: "string" for the eviction
+	// flags, string flags before they were registered onto the map.
+	typ string
+}
+
+func (f *mapValue) Type() string {
+	if f.typ == "" {
+		return "value"
+	}
+	return f.typ
 }
 
 func (f *mapValue) String() string {
@@ -194,6 +215,8 @@ func (f *taintsValue) String() string {
 	return strings.Join(parts, ",")
 }
 
+func (f *taintsValue) Type() string { return "string" }
+
 func (f *taintsValue) Set(s string) error {
 	taints, err := parseTaints(s)
 	if err != nil {
@@ -249,4 +272,61 @@ func checkTaint(t v1.Taint) error {
 		return errors.New("empty key")
 	}
 	return nil
+}
+
+// printDefaults is flag.PrintDefaults naming the values of the types
+// above as the flag package names its own (int, float, string), so the
+// usage reads as it did before the flags were registered onto the
+// KubeletConfiguration.
+func printDefaults(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  -%s", f.Name)
+		name, usage := flag.UnquoteUsage(f)
+		typed, ok := f.Value.(interface{ Type() string })
+		if ok {
+			name = typed.Type()
+		}
+		if len(name) > 0 {
+			b.WriteString(" " + name)
+		}
+		if b.Len() <= 4 {
+			b.WriteString("\t")
+		} else {
+			b.WriteString("\n    \t")
+		}
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !isZeroValue(f) {
+			if isString(f.Value) || (ok && typed.Type() == "string") {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprint(fs.Output(), b.String(), "\n")
+	})
+}
+
+// isString reports the flag package's string values (their defaults are
+// quoted in the usage).
+func isString(v flag.Value) bool {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, str := g.Get().(string)
+	return str
+}
+
+// isZeroValue reports whether f's default is its type's zero value (not
+// shown in the usage), as the flag package decides it.
+func isZeroValue(f *flag.Flag) bool {
+	typ := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if typ.Kind() == reflect.Pointer {
+		z = reflect.New(typ.Elem())
+	} else {
+		z = reflect.Zero(typ)
+	}
+	return f.DefValue == z.Interface().(flag.Value).String()
 }
