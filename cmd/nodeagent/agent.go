@@ -297,11 +297,6 @@ func (a *agent) newSources(ctx context.Context) error {
 func (a *agent) newLoop(ctx context.Context) (err error) {
 	o := a.o
 	a.plegG = pleg.NewGeneric(a.rt, a.clk, a.log, 1000)
-	a.mets.AddGauges(metrics.Gauges{
-		Workers:       func() float64 { return float64(a.loop.Workers()) },
-		DroppedEvents: func() float64 { return float64(a.plegG.Dropped()) },
-		Runtime:       a.plegG.Snapshot,
-	})
 	a.plegG.ObserveRelists(a.mets.ObserveRelist)
 	a.labels = map[string]string{"kubernetes.io/hostname": a.nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
 	for k, v := range o.nodeLabels {
@@ -333,7 +328,16 @@ func (a *agent) newLoop(ctx context.Context) (err error) {
 			a.allocs.RemoveOrphans(running)
 		},
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	loop, plegG := a.loop, a.plegG
+	a.mets.AddGauges(metrics.Gauges{
+		Workers:       func() float64 { return float64(loop.Workers()) },
+		DroppedEvents: func() float64 { return float64(plegG.Dropped()) },
+		Runtime:       plegG.Snapshot,
+	})
+	return nil
 }
 
 // admitChain is the loop's admission of a new pod, in order.
