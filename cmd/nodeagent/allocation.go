@@ -23,7 +23,7 @@ func newAllocations(o *options, allocatable v1.ResourceList, rec allocation.Reco
 			return r.Admit, r.Message
 		},
 		ActivePods:       active,
-		StaticCPUManager: o.cpuManagerPolicy == cpumanager.PolicyStatic,
+		StaticCPUManager: o.CPUManagerPolicy == cpumanager.PolicyStatic,
 		Recorder:         rec, Clock: clk, Logger: log,
 	})
 }

@@ -6,8 +6,6 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -26,51 +24,37 @@ const cgroupMountRoot = "/sys/fs/cgroup"
 // the housekeeping that removes those of gone pods. The cgroup driver is
 // the runtime's when it reports one (CRI RuntimeConfig), else the flag's.
 func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServiceClient, log *zap.Logger) (func(map[pod.UID]bool), []cri.Phase, error) {
-	capacity := node.Capacity(o.rootDir, o.maxPods)
+	capacity := node.Capacity(o.rootDir, int(o.MaxPods))
 	phases := []cri.Phase{oomScorePhase{memoryCapacity: capacity.Memory().Value()}}
-	if !o.cgroupsPerQOS {
+	if !*o.CgroupsPerQOS {
 		log.Info("no pod cgroups and node allocatable not enforced (--cgroups-per-qos=false)")
 		return func(map[pod.UID]bool) {}, phases, nil
 	}
-	driver := o.cgroupDriver
-	if d := runtimeCgroupDriver(ctx, conn, o, log); d != "" {
+	driver := o.CgroupDriver
+	d, err := cm.RuntimeDriver(ctx, conn, o.RuntimeRequestTimeout.Duration)
+	if err != nil {
+		log.Warn("runtime's cgroup driver unknown; using --cgroup-driver", zap.Error(err))
+	}
+	if d != "" {
 		if d != driver {
 			log.Info("cgroup driver taken from the runtime, not --cgroup-driver", zap.String("runtime", d), zap.String("flag", driver))
 		}
 		driver = d
 	}
 	limits := capacity
-	if slices.Contains(o.enforceNodeAllocatable, "pods") {
+	if slices.Contains(o.EnforceNodeAllocatable, "pods") {
 		// The kubelet's getNodeAllocatableAbsolute: reservations only,
 		// eviction thresholds stay inside kubepods.
 		limits = node.Allocatable(capacity, o.reserved, nil)
 	}
-	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.cgroupRoot, Driver: driver, Node: limits, Logger: log})
+	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.CgroupRoot, Driver: driver, Node: limits, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod cgroups: %w", err)
 	}
 	if err := m.Start(); err != nil {
-		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.cgroupRoot, err)
+		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.CgroupRoot, err)
 	}
 	return m.Cleanup, append(phases, podCgroupPhase{m}), nil
-}
-
-// runtimeCgroupDriver is the cgroup driver the runtime reports, "" when
-// it does not say (containerd 1.x: Unimplemented) or cannot be asked.
-func runtimeCgroupDriver(ctx context.Context, conn runtimeapi.RuntimeServiceClient, o *options, log *zap.Logger) string {
-	cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
-	defer cancel()
-	resp, err := conn.RuntimeConfig(cctx, &runtimeapi.RuntimeConfigRequest{})
-	if err != nil && status.Code(err) != codes.Unimplemented {
-		log.Warn("runtime's cgroup driver unknown; using --cgroup-driver", zap.Error(err))
-	}
-	if err != nil || resp.GetLinux() == nil {
-		return ""
-	}
-	if resp.GetLinux().GetCgroupDriver() == runtimeapi.CgroupDriver_SYSTEMD {
-		return cm.DriverSystemd
-	}
-	return cm.DriverCgroupfs
 }
 
 // podCgroupPhase makes the pod cgroup before the sandbox and gives its

@@ -5,7 +5,7 @@ import (
 )
 
 // honouredFields are the KubeletConfiguration fields (JSON paths) that
-// applyConfigFile applies; a field under one of them is honoured too.
+// nodeagent implements (loadConfigFile keeps them, and only them); a field under one of them is honoured too.
 // TestHonouredFieldsTakeEffect sets each and checks it changes the
 // options, so this list cannot claim more than is done.
 var honouredFields = map[string]bool{
@@ -35,6 +35,28 @@ var structFields = map[string]bool{
 	"authentication": true, "authentication.x509": true, "authentication.webhook": true, "authentication.anonymous": true,
 	"authorization": true, "authorization.webhook": true, "crashLoopBackOff": true,
 	"logging": true, "logging.options": true, "logging.options.json": true, "logging.options.text": true, "memorySwap": true,
+}
+
+// honouredOnly is a decoded config file with only its honoured fields:
+// the effective configuration holds nothing nodeagent does not do.
+func honouredOnly(prefix string, m map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		path := k
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		if honouredFields[path] {
+			out[k] = v
+			continue
+		}
+		if sub, ok := v.(map[string]any); ok && structFields[path] {
+			if kept := honouredOnly(path, sub); len(kept) > 0 {
+				out[k] = kept
+			}
+		}
+	}
+	return out
 }
 
 // unimplementedFields lists the fields of a decoded config file that are

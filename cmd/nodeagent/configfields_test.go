@@ -66,11 +66,17 @@ func configYAML(path, v string) string {
 // so that the options are valid).
 func parseWithConfig(t *testing.T, body string) (*options, error) {
 	t.Helper()
+	return parseWithConfigArgs(t, body)
+}
+
+// parseWithConfigArgs is parseWithConfig with more flags.
+func parseWithConfigArgs(t *testing.T, body string, args ...string) (*options, error) {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return parseOptions([]string{"--config", cfg, "--kubeconfig", "/k"})
+	return parseOptions(append([]string{"--config", cfg, "--kubeconfig", "/k"}, args...))
 }
 
 // valueAt is the value at a dotted path of a JSON document.
@@ -167,7 +173,7 @@ evictionHard: {memory.available: 50Mi}
 	if !slices.Equal(o.configWarnings, want) {
 		t.Fatalf("warnings %v, want %v", o.configWarnings, want)
 	}
-	if o.evictionHard != "memory.available<50Mi" || o.maxPods != 20 {
-		t.Fatalf("evictionHard %q maxPods %d", o.evictionHard, o.maxPods)
+	if joinMap(o.EvictionHard, "<") != "memory.available<50Mi" || o.MaxPods != 20 {
+		t.Fatalf("evictionHard %v maxPods %d", o.EvictionHard, o.MaxPods)
 	}
 }

@@ -25,10 +25,10 @@ func newCPUManager(o *options, conn cpumanager.ResourceUpdater, clk clock.WithTi
 		}
 	}
 	return cpumanager.New(cpumanager.Config{
-		Policy: o.cpuManagerPolicy, Options: o.cpuManagerPolicyOptions.m,
+		Policy: o.CPUManagerPolicy, Options: o.CPUManagerPolicyOptions,
 		SysfsRoot: "/sys", StateDir: o.rootDir,
 		ReservedCPUs: o.reservedCPUSet, ReservedMilliCPU: milli,
-		Updater: conn, ReconcilePeriod: o.cpuManagerReconcilePeriod, CallTimeout: o.runtimeRequestTimeout,
+		Updater: conn, ReconcilePeriod: o.CPUManagerReconcilePeriod.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration,
 		Clock: clk, Logger: log,
 	})
 }

@@ -1,12 +1,7 @@
 package main
 
 import (
-	"context"
-	"time"
-
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/types"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
@@ -41,59 +36,14 @@ func evictionThresholds(o *options, log *zap.Logger) []eviction.Threshold {
 func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncloop.Loop, imageGC *images.GC, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
 	return eviction.New(eviction.Config{
 		Thresholds:               evictionThresholds(o, log),
-		PressureTransitionPeriod: o.evictionPressureTransition,
-		MaxPodGracePeriod:        o.evictionMaxPodGracePeriod,
-		Observer: eviction.Host{ProcRoot: "/proc", RootDir: o.rootDir, ImageFs: func(ctx context.Context) (string, error) {
-			cctx, cancel := context.WithTimeout(ctx, o.runtimeRequestTimeout)
-			defer cancel()
-			info, err := conn.ImageFsInfo(cctx, &runtimeapi.ImageFsInfoRequest{})
-			if err != nil || len(info.ImageFilesystems) == 0 {
-				return "", err
-			}
-			return info.ImageFilesystems[0].GetFsId().GetMountpoint(), nil
-		}},
-		Stats:      criStats{conn: conn, node: nodeName, timeout: o.runtimeRequestTimeout},
-		Clock:      clk,
-		Logger:     log,
-		ActivePods: loop.Pods().ActivePods,
-		Evict:      loop.Evict,
-		Reclaim:    imageGC.GarbageCollect,
+		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod.Duration,
+		MaxPodGracePeriod:        int64(o.EvictionMaxPodGracePeriod),
+		Observer:                 eviction.Host{ProcRoot: "/proc", RootDir: o.rootDir, ImageFs: eviction.CRIImageFs(conn, o.RuntimeRequestTimeout.Duration)},
+		Stats:                    eviction.CRIStats{Client: conn, Selector: agentSelector(nodeName), Timeout: o.RuntimeRequestTimeout.Duration},
+		Clock:                    clk,
+		Logger:                   log,
+		ActivePods:               loop.Pods().ActivePods,
+		Evict:                    loop.Evict,
+		Reclaim:                  imageGC.GarbageCollect,
 	})
-}
-
-// criStats reads this agent's containers' usage from CRI
-// ListContainerStats: memory working set and writable layer.
-type criStats struct {
-	conn    *cri.Conn
-	node    string
-	timeout time.Duration
-}
-
-func (s criStats) PodUsage(ctx context.Context) (map[types.UID]eviction.Usage, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.conn.ListContainerStats(cctx, &runtimeapi.ListContainerStatsRequest{Filter: &runtimeapi.ContainerStatsFilter{
-		LabelSelector: map[string]string{cri.LabelManaged: "true", cri.LabelNode: s.node}}})
-	if err != nil {
-		return nil, err
-	}
-	out := map[types.UID]eviction.Usage{}
-	for _, st := range resp.Stats {
-		labels := st.GetAttributes().GetLabels()
-		uid := types.UID(labels[cri.LabelPodUID])
-		var cu eviction.Usage
-		cu.Memory = int64(st.GetMemory().GetWorkingSetBytes().GetValue())
-		cu.Disk = int64(st.GetWritableLayer().GetUsedBytes().GetValue())
-		u := out[uid]
-		u.Memory += cu.Memory
-		u.Disk += cu.Disk
-		if u.Containers == nil {
-			u.Containers = map[string]eviction.Usage{}
-		}
-		name := labels[cri.LabelContainerName]
-		prev := u.Containers[name]
-		u.Containers[name] = eviction.Usage{Memory: prev.Memory + cu.Memory, Disk: prev.Disk + cu.Disk}
-		out[uid] = u
-	}
-	return out, nil
 }

@@ -20,7 +20,7 @@ func flagsDoc() string {
 	b.WriteString("behave as the kubelet's; a `--config` file (KubeletConfiguration) sets the same settings\n")
 	b.WriteString("and the command line wins over it.\n\n")
 	b.WriteString("| Flag | Default | Meaning |\n|---|---|---|\n")
-	fs := newFlagSet(&options{})
+	fs := newFlagSet(newOptions())
 	fs.VisitAll(func(f *flag.Flag) {
 		def := f.DefValue
 		if def == "" || def == "[]" {
@@ -48,5 +48,32 @@ func TestFlagsDoc(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Fatalf("docs/flags.md differs from the flag set; regenerate it: go test ./cmd/nodeagent -run TestFlagsDoc -update-docs")
+	}
+}
+
+// The usage (-h) names each flag's value as the flag package names its
+// own, also for the values over KubeletConfiguration fields.
+func TestUsageNamesValueTypes(t *testing.T) {
+	fs := newFlagSet(newOptions())
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.Usage()
+	tests := []struct {
+		name, want string
+	}{
+		{name: "int32 field", want: "  -max-pods int\n    \tmost pods this node runs (default 110)\n"},
+		{name: "float flag over an int32 field", want: "  -kube-api-qps float\n"},
+		{name: "string-like value, quoted default", want: `(default "Webhook")`},
+		{name: "eviction map", want: "  -eviction-hard string\n"},
+		{name: "key=value map", want: "  -kube-reserved value\n"},
+		{name: "bool over a pointer", want: "  -cgroups-per-qos\n"},
+		{name: "zero default not shown", want: "  -read-only-port int\n    \tplain-HTTP port on --address serving /healthz, /pods, /stats/summary, /metrics and /metrics/resource with no authentication (either mode); 0 (default) disables it\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(b.String(), tt.want) {
+				t.Errorf("usage lacks %q", tt.want)
+			}
+		})
 	}
 }

@@ -21,89 +21,104 @@ import (
 
 const logsUsage = "usage: nodeagent logs [-n NAMESPACE] [-c CONTAINER] [-f] [--previous] [--tail N] [--since DURATION] [--timestamps] [--limit-bytes N] [--pod-logs-dir DIR] [--root-dir DIR | --status-dir DIR] POD"
 
+// logsCmd is `nodeagent logs`'s arguments.
+type logsCmd struct {
+	namespace, container         string
+	follow, previous, timestamps bool
+	tail, limit                  int64
+	since                        time.Duration
+	podLogs, root, dir           string
+	pod                          string // the POD argument
+}
+
+// parseLogsArgs parses `nodeagent logs`'s flags and POD.
+func parseLogsArgs(args []string) (*logsCmd, error) {
+	c := &logsCmd{}
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	fs.StringVar(&c.namespace, "n", "", "the pod's namespace (default: any, if the name is unique)")
+	fs.StringVar(&c.namespace, "namespace", "", "same as -n")
+	fs.StringVar(&c.container, "c", "", "the container (default: the pod's only container)")
+	fs.StringVar(&c.container, "container", "", "same as -c")
+	fs.BoolVar(&c.follow, "f", false, "follow the log until the container exits")
+	fs.BoolVar(&c.follow, "follow", false, "same as -f")
+	fs.BoolVar(&c.previous, "p", false, "the previous instance of the container")
+	fs.BoolVar(&c.previous, "previous", false, "same as -p")
+	fs.Int64Var(&c.tail, "tail", -1, "lines from the end (-1: all)")
+	fs.DurationVar(&c.since, "since", 0, "only lines newer than this (e.g. 10s, 5m)")
+	fs.BoolVar(&c.timestamps, "timestamps", false, "prefix each line with its time")
+	fs.Int64Var(&c.limit, "limit-bytes", 0, "stop after this many bytes (0: no limit)")
+	fs.StringVar(&c.podLogs, "pod-logs-dir", "/var/log/pods", "nodeagent's --pod-logs-dir")
+	fs.StringVar(&c.root, "root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	fs.StringVar(&c.dir, "status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
+	var err error
+	if c.pod, err = parseNameArg(fs, args, logsUsage); err != nil {
+		return nil, err
+	}
+	if c.since < 0 {
+		return nil, fmt.Errorf("--since %v: must not be negative", c.since)
+	}
+	if c.limit < 0 {
+		return nil, fmt.Errorf("--limit-bytes %d: must not be negative", c.limit)
+	}
+	return c, nil
+}
+
 // cmdLogs prints a container's log like `kubectl logs`, from the files
 // under the pod logs directory, the pod found in the status directory.
 func cmdLogs(args []string) error {
-	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
-	var (
-		namespace, container string
-		follow, previous     bool
-	)
-	fs.StringVar(&namespace, "n", "", "the pod's namespace (default: any, if the name is unique)")
-	fs.StringVar(&namespace, "namespace", "", "same as -n")
-	fs.StringVar(&container, "c", "", "the container (default: the pod's only container)")
-	fs.StringVar(&container, "container", "", "same as -c")
-	fs.BoolVar(&follow, "f", false, "follow the log until the container exits")
-	fs.BoolVar(&follow, "follow", false, "same as -f")
-	fs.BoolVar(&previous, "p", false, "the previous instance of the container")
-	fs.BoolVar(&previous, "previous", false, "same as -p")
-	tail := fs.Int64("tail", -1, "lines from the end (-1: all)")
-	since := fs.Duration("since", 0, "only lines newer than this (e.g. 10s, 5m)")
-	timestamps := fs.Bool("timestamps", false, "prefix each line with its time")
-	limit := fs.Int64("limit-bytes", 0, "stop after this many bytes (0: no limit)")
-	podLogs := fs.String("pod-logs-dir", "/var/log/pods", "nodeagent's --pod-logs-dir")
-	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
-	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
-	want, err := parseNameArg(fs, args, logsUsage)
+	c, err := parseLogsArgs(args)
 	if err != nil {
 		return err
 	}
-	if *since < 0 {
-		return fmt.Errorf("--since %v: must not be negative", *since)
-	}
-	if *limit < 0 {
-		return fmt.Errorf("--limit-bytes %d: must not be negative", *limit)
-	}
-	sdir := statusDir(*root, *dir)
+	sdir := statusDir(c.root, c.dir)
 	pods, err := status.List(sdir)
 	if err != nil {
 		return err
 	}
-	p, err := findPod(pods, namespace, want)
+	p, err := findPod(pods, c.namespace, c.pod)
 	if err != nil {
 		return fmt.Errorf("%w (pods in %s)", err, sdir)
 	}
-	if container, err = pickContainer(p, container); err != nil {
+	if c.container, err = pickContainer(p, c.container); err != nil {
 		return err
 	}
-	d, err := logs.OpenContainerDir(*podLogs, logs.ContainerRef{
-		Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), Container: container,
+	d, err := logs.OpenContainerDir(c.podLogs, logs.ContainerRef{
+		Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), Container: c.container,
 	})
 	if err != nil {
-		return fmt.Errorf("container %q of pod %s/%s: %w", container, p.Namespace, p.Name, err)
+		return fmt.Errorf("container %q of pod %s/%s: %w", c.container, p.Namespace, p.Name, err)
 	}
 	defer d.Close()
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := logs.Options{
-		Previous:   previous,
-		TailLines:  *tail,
-		Timestamps: *timestamps,
-		LimitBytes: *limit,
-		Follow:     follow,
+	return c.print(ctx, d, sdir, p)
+}
+
+// print reads the container's log in d to stdout; a followed log of the
+// current instance ends when the status directory shows it exited.
+func (c *logsCmd) print(ctx context.Context, d *logs.ContainerDir, sdir string, p *v1.Pod) error {
+	opts := logs.Options{Previous: c.previous, TailLines: c.tail, Timestamps: c.timestamps, LimitBytes: c.limit, Follow: c.follow}
+	if c.since > 0 {
+		opts.SinceTime = time.Now().Add(-c.since)
 	}
-	if *since > 0 {
-		opts.SinceTime = time.Now().Add(-*since)
-	}
-	if follow && !previous {
+	if c.follow && !c.previous {
 		restarts, err := d.Restarts()
 		if err != nil {
 			return err
 		}
 		if len(restarts) > 0 {
 			exited := make(chan struct{})
-			go watchExit(ctx, sdir, p.UID, container, restarts[len(restarts)-1], exited)
+			go watchExit(ctx, sdir, p.UID, c.container, restarts[len(restarts)-1], exited)
 			opts.Exited = exited
 		}
 	}
 	out := &flushWriter{bufio.NewWriterSize(os.Stdout, 64<<10)}
-	err = logs.Read(ctx, d, opts, out)
+	err := logs.Read(ctx, d, opts, out)
 	if ferr := out.Writer.Flush(); err == nil {
 		err = ferr
 	}
-	if errors.Is(err, logs.ErrNotFound) && previous {
-		return fmt.Errorf("previous terminated container %q in pod %q not found", container, p.Name)
+	if errors.Is(err, logs.ErrNotFound) && c.previous {
+		return fmt.Errorf("previous terminated container %q in pod %q not found", c.container, p.Name)
 	}
 	if errors.Is(err, context.Canceled) {
 		return nil // interrupted

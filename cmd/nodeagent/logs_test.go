@@ -3,7 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -122,6 +124,39 @@ func TestInstanceEnded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := instanceEnded(tt.pods, uid, "app", 2); got != tt.want {
 				t.Errorf("instanceEnded = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseLogsArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    logsCmd
+		wantErr string
+	}{
+		{name: "defaults", args: []string{"web"}, want: logsCmd{tail: -1, podLogs: "/var/log/pods", root: "/var/lib/nodeagent", pod: "web"}},
+		{name: "flags", args: []string{"-n", "prod", "-c", "app", "-f", "--tail", "5", "--since", "1m", "--limit-bytes", "10", "--status-dir", "/s", "web"},
+			want: logsCmd{namespace: "prod", container: "app", follow: true, tail: 5, since: time.Minute, limit: 10,
+				podLogs: "/var/log/pods", root: "/var/lib/nodeagent", dir: "/s", pod: "web"}},
+		{name: "negative since", args: []string{"--since", "-1s", "web"}, wantErr: "--since -1s: must not be negative"},
+		{name: "negative limit", args: []string{"--limit-bytes", "-1", "web"}, wantErr: "--limit-bytes -1: must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseLogsArgs(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, *got, cmp.AllowUnexported(logsCmd{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

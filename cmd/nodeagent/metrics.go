@@ -3,6 +3,7 @@ package main
 import (
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/internal/kubeapi"
 	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/status"
 )
@@ -10,10 +11,10 @@ import (
 // podStartPublisher is the status manager's publisher: the pod start
 // tracker hears of every published status and removal, then the API
 // server's writer (API mode only).
-func podStartPublisher(api *apiMode, start *metrics.PodStart) status.Publisher {
+func podStartPublisher(api *kubeapi.Mode, start *metrics.PodStart) status.Publisher {
 	p := startPublisher{start: start}
 	if api != nil {
-		p.next = api.status
+		p.next = api.Status
 	}
 	return p
 }

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 
@@ -19,11 +17,29 @@ import (
 	"github.com/nodeagent/nodeagent/internal/cri"
 )
 
+// cniSettings are the settings of the pod network's CNI config: the
+// dirs, whether given on the command line, the pod CIDR flag.
+type cniSettings struct {
+	cniConfDir, cniBinDir           string
+	cniConfDirGiven, cniBinDirGiven bool
+	podCIDR                         string
+	cniGCPeriod                     time.Duration
+	runtimeRequestTimeout           time.Duration
+	rootDir                         string
+}
+
+func (o *options) cni() cniSettings {
+	return cniSettings{
+		cniConfDir: o.cniConfDir, cniBinDir: o.cniBinDir, cniConfDirGiven: o.cniConfDirGiven, cniBinDirGiven: o.cniBinDirGiven,
+		podCIDR: o.PodCIDR, cniGCPeriod: o.cniGCPeriod, runtimeRequestTimeout: o.RuntimeRequestTimeout.Duration, rootDir: o.rootDir,
+	}
+}
+
 // ensureCNIConfig writes the node's conflist for its pod CIDR(s)
 // (comma-separated, one per family) unless the CNI config dir holds an
 // operator's. A bad CIDR is an error; a conflist the plugins refuse is
 // logged with their error and the previous config stays.
-func ensureCNIConfig(ctx context.Context, o *options, podCIDRs string, log *zap.Logger) error {
+func ensureCNIConfig(ctx context.Context, o cniSettings, podCIDRs string, log *zap.Logger) error {
 	var cidrs []string
 	for _, c := range strings.Split(podCIDRs, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -68,7 +84,7 @@ var errNetworkUnknown = errors.New("network state unknown")
 // Poll is called by the health poll (one goroutine); Run on its own
 // goroutine; Err and PodErr from any.
 type podNetwork struct {
-	o    *options
+	o    cniSettings
 	conn cri.Client
 	clk  clock.WithTicker
 	log  *zap.Logger
@@ -78,7 +94,7 @@ type podNetwork struct {
 	settled    chan struct{}               // closed once the dir is decided
 }
 
-func newPodNetwork(o *options, conn cri.Client, clk clock.WithTicker, log *zap.Logger) *podNetwork {
+func newPodNetwork(o cniSettings, conn cri.Client, clk clock.WithTicker, log *zap.Logger) *podNetwork {
 	return &podNetwork{o: o, conn: conn, clk: clk, log: log, settled: make(chan struct{})}
 }
 
@@ -145,7 +161,7 @@ func (n *podNetwork) settle(info map[string]string) {
 	}
 	m, err := cni.NewMonitor(cni.MonitorConfig{
 		ConfDir: d.conf, BinDirs: d.bins,
-		Sandboxes: criSandboxes{conn: n.conn, timeout: n.o.runtimeRequestTimeout},
+		Sandboxes: cri.Sandboxes{Client: n.conn, Timeout: n.o.runtimeRequestTimeout},
 		GCPeriod:  n.o.cniGCPeriod,
 		Clock:     n.clk, Logger: n.log,
 	})
@@ -232,7 +248,7 @@ type checkedDirs struct {
 // it names them, else --cni-bin-dir's default. When the runtime names a
 // conf dir other than the one nodeagent checks or writes into, the
 // mismatch is returned to be told.
-func cniDirs(o *options, rtConf string, rtBins []string) checkedDirs {
+func cniDirs(o cniSettings, rtConf string, rtBins []string) checkedDirs {
 	var d checkedDirs
 	switch {
 	case o.cniConfDirGiven:
@@ -259,50 +275,4 @@ func cniDirs(o *options, rtConf string, rtBins []string) checkedDirs {
 		}
 	}
 	return d
-}
-
-// criSandboxes answers the CNI monitor from CRI: every sandbox of the
-// runtime, in any state, not only this agent's.
-type criSandboxes struct {
-	conn    cri.Client
-	timeout time.Duration
-}
-
-func (s criSandboxes) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout)
-}
-
-func (s criSandboxes) Known(ctx context.Context) ([]string, error) {
-	cctx, cancel := s.ctx(ctx)
-	defer cancel()
-	r, err := s.conn.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(r.Items))
-	for _, sb := range r.Items {
-		ids = append(ids, sb.Id)
-	}
-	return ids, nil
-}
-
-func (s criSandboxes) IPs(ctx context.Context, id string) ([]string, error) {
-	cctx, cancel := s.ctx(ctx)
-	defer cancel()
-	r, err := s.conn.PodSandboxStatus(cctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
-	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			return nil, nil // removed since the list: it holds no IP any more
-		}
-		return nil, err
-	}
-	n := r.GetStatus().GetNetwork()
-	if n == nil || n.Ip == "" {
-		return nil, nil
-	}
-	ips := []string{n.Ip}
-	for _, ip := range n.AdditionalIps {
-		ips = append(ips, ip.Ip)
-	}
-	return ips, nil
 }

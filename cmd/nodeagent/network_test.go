@@ -115,7 +115,7 @@ func TestPodNetworkFollowsTheRuntime(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 			rtm := &statusRuntime{Fake: critest.New(clk), resp: runtimeStatus(tt.networkReady, info)}
 			core, logs := observer.New(zapcore.InfoLevel)
-			o := &options{cniConfDir: conf, cniConfDirGiven: tt.confDirGiven, cniBinDir: t.TempDir(), runtimeRequestTimeout: time.Second}
+			o := cniSettings{cniConfDir: conf, cniConfDirGiven: tt.confDirGiven, cniBinDir: t.TempDir(), runtimeRequestTimeout: time.Second}
 			n := newPodNetwork(o, rtm, clk, zap.New(core))
 
 			n.Poll(ctx)
@@ -178,7 +178,7 @@ func TestPodNetworkWaitsForTheRuntimeToAnswer(t *testing.T) {
 	conf := t.TempDir()
 	rtm := &statusRuntime{Fake: critest.New(clk), err: errors.New("connection refused")}
 	core, logs := observer.New(zapcore.InfoLevel)
-	n := newPodNetwork(&options{cniConfDir: conf, cniBinDir: t.TempDir()}, rtm, clk, zap.New(core))
+	n := newPodNetwork(cniSettings{cniConfDir: conf, cniBinDir: t.TempDir()}, rtm, clk, zap.New(core))
 
 	if err := n.PodErr(); err == nil || !strings.Contains(err.Error(), "network state unknown") {
 		t.Errorf("before any poll: %v", err)
@@ -210,39 +210,39 @@ func TestCNIDirs(t *testing.T) {
 	k3s, k3sBin := "/var/lib/rancher/k3s/agent/etc/cni/net.d", []string{"/var/lib/rancher/k3s/data/current/bin"}
 	tests := []struct {
 		name    string
-		o       options
+		o       cniSettings
 		rtConf  string
 		rtBins  []string
 		want    checkedDirs
 		warning bool
 	}{
 		{name: "default dir, the runtime names none: nothing checked",
-			o: options{cniConfDir: def, cniBinDir: defBin}},
+			o: cniSettings{cniConfDir: def, cniBinDir: defBin}},
 		{name: "default dir, the runtime names its own (k3s): that one, with its plugins",
-			o: options{cniConfDir: def, cniBinDir: defBin}, rtConf: k3s, rtBins: k3sBin,
+			o: cniSettings{cniConfDir: def, cniBinDir: defBin}, rtConf: k3s, rtBins: k3sBin,
 			want: checkedDirs{conf: k3s, bins: k3sBin, from: "the runtime"}},
 		{name: "the runtime names its conf dir only: the default plugin dir",
-			o: options{cniConfDir: def, cniBinDir: defBin}, rtConf: def,
+			o: cniSettings{cniConfDir: def, cniBinDir: defBin}, rtConf: def,
 			want: checkedDirs{conf: def, bins: []string{defBin}, from: "the runtime"}},
 		{name: "given, the runtime agrees (trailing slash)",
-			o: options{cniConfDir: def + "/", cniConfDirGiven: true, cniBinDir: defBin}, rtConf: def, rtBins: []string{defBin},
+			o: cniSettings{cniConfDir: def + "/", cniConfDirGiven: true, cniBinDir: defBin}, rtConf: def, rtBins: []string{defBin},
 			want: checkedDirs{conf: def + "/", bins: []string{defBin}, from: "--cni-conf-dir"}},
 		{name: "given, the runtime reads another: the flag's, told",
-			o: options{cniConfDir: "/srv/cni", cniConfDirGiven: true, cniBinDir: "/srv/bin", cniBinDirGiven: true}, rtConf: k3s, rtBins: k3sBin,
+			o: cniSettings{cniConfDir: "/srv/cni", cniConfDirGiven: true, cniBinDir: "/srv/bin", cniBinDirGiven: true}, rtConf: k3s, rtBins: k3sBin,
 			want: checkedDirs{conf: "/srv/cni", bins: []string{"/srv/bin"}, from: "--cni-conf-dir"}, warning: true},
 		{name: "given, the runtime names none",
-			o:    options{cniConfDir: "/srv/cni", cniConfDirGiven: true, cniBinDir: defBin},
+			o:    cniSettings{cniConfDir: "/srv/cni", cniConfDirGiven: true, cniBinDir: defBin},
 			want: checkedDirs{conf: "/srv/cni", bins: []string{defBin}, from: "--cni-conf-dir"}},
 		{name: "--pod-cidr, the runtime names none: the dir nodeagent writes",
-			o:    options{cniConfDir: def, cniBinDir: defBin, podCIDR: "10.1.0.0/24"},
+			o:    cniSettings{cniConfDir: def, cniBinDir: defBin, podCIDR: "10.1.0.0/24"},
 			want: checkedDirs{conf: def, bins: []string{defBin}, from: "--pod-cidr (nodeagent writes the conflist there)"}},
 		{name: "--pod-cidr, the runtime reads another: the runtime's, told",
-			o: options{cniConfDir: def, cniBinDir: defBin, podCIDR: "10.1.0.0/24"}, rtConf: k3s, rtBins: k3sBin,
+			o: cniSettings{cniConfDir: def, cniBinDir: defBin, podCIDR: "10.1.0.0/24"}, rtConf: k3s, rtBins: k3sBin,
 			want: checkedDirs{conf: k3s, bins: k3sBin, from: "the runtime"}, warning: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := cniDirs(&tt.o, tt.rtConf, tt.rtBins)
+			got := cniDirs(tt.o, tt.rtConf, tt.rtBins)
 			if (got.mismatch != "") != tt.warning {
 				t.Errorf("mismatch %q, want one: %v", got.mismatch, tt.warning)
 			}

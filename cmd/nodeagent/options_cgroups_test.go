@@ -49,8 +49,8 @@ enforceNodeAllocatable: [none]
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.cgroupsPerQOS != tc.perQOS || o.cgroupRoot != tc.root || o.cgroupDriver != tc.driver || !slices.Equal(o.enforceNodeAllocatable, tc.enforce) {
-				t.Fatalf("cgroupsPerQOS %v root %q driver %q enforce %v", o.cgroupsPerQOS, o.cgroupRoot, o.cgroupDriver, o.enforceNodeAllocatable)
+			if *o.CgroupsPerQOS != tc.perQOS || o.CgroupRoot != tc.root || o.CgroupDriver != tc.driver || !slices.Equal(o.EnforceNodeAllocatable, tc.enforce) {
+				t.Fatalf("cgroupsPerQOS %v root %q driver %q enforce %v", *o.CgroupsPerQOS, o.CgroupRoot, o.CgroupDriver, o.EnforceNodeAllocatable)
 			}
 		})
 	}

@@ -59,7 +59,7 @@ containerLogMonitorInterval: 30s
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := logOpts{o.containerLogMaxBytes, o.containerLogMaxFiles, o.containerLogMaxWorkers, o.containerLogMonitorInterval}
+			got := logOpts{o.containerLogMaxBytes, int(*o.ContainerLogMaxFiles), int(*o.ContainerLogMaxWorkers), o.ContainerLogMonitorInterval.Duration}
 			if got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}

@@ -33,8 +33,8 @@ seccompDefault: true
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.clusterDomain != tt.clusterDomain || o.seccompDefault != tt.seccompDefault {
-				t.Errorf("clusterDomain %q seccompDefault %v, want %q %v", o.clusterDomain, o.seccompDefault, tt.clusterDomain, tt.seccompDefault)
+			if o.ClusterDomain != tt.clusterDomain || *o.SeccompDefault != tt.seccompDefault {
+				t.Errorf("clusterDomain %q seccompDefault %v, want %q %v", o.ClusterDomain, *o.SeccompDefault, tt.clusterDomain, tt.seccompDefault)
 			}
 		})
 	}
@@ -76,8 +76,8 @@ resolvConf: /run/systemd/resolve/resolv.conf
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(o.clusterDNS, ","); got != tt.dns || o.resolvConf != tt.resolv {
-				t.Errorf("clusterDNS %q resolvConf %q, want %q %q", got, o.resolvConf, tt.dns, tt.resolv)
+			if got := strings.Join(o.ClusterDNS, ","); got != tt.dns || *o.ResolverConfig != tt.resolv {
+				t.Errorf("clusterDNS %q resolvConf %q, want %q %q", got, *o.ResolverConfig, tt.dns, tt.resolv)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -22,28 +23,29 @@ staticPodURL: http://127.0.0.1:1/pods
 staticPodURLHeader: {X-Token: [abc]}
 crashLoopBackOff: {maxContainerRestartPeriod: 60s}
 `), 0o644)
+	// sources is what the test reads of the options.
+	type sources struct {
+		Dir, URL   string
+		Check      time.Duration
+		MaxPods    int32
+		PodCIDR    string
+		MaxRestart time.Duration
+		Headers    map[string][]string
+		Labels     map[string]string
+	}
+	fromFile := sources{Dir: "/etc/kubernetes/manifests", URL: "http://127.0.0.1:1/pods", Check: 7 * time.Second, MaxPods: 12,
+		PodCIDR: "10.1.0.0/24", MaxRestart: time.Minute, Headers: map[string][]string{"X-Token": {"abc"}}}
 	tests := []struct {
-		name  string
-		args  []string
-		check func(t *testing.T, o *options)
+		name string
+		args []string
+		want sources
 	}{
-		{"file only", []string{"--config", cfg}, func(t *testing.T, o *options) {
-			if o.manifestDir != "/etc/kubernetes/manifests" || o.fileCheckFrequency != 7*time.Second || o.maxPods != 12 ||
-				o.podCIDR != "10.1.0.0/24" || o.maxRestartBackoff != time.Minute || o.manifestURL != "http://127.0.0.1:1/pods" ||
-				o.manifestURLHeader.m["X-Token"] != "abc" {
-				t.Errorf("options %+v", o)
-			}
-		}},
-		{"flags win", []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"}, func(t *testing.T, o *options) {
-			if o.manifestDir != "/m" || o.maxPods != 3 || o.fileCheckFrequency != time.Second || o.podCIDR != "10.1.0.0/24" {
-				t.Errorf("options %+v", o)
-			}
-		}},
-		{"node labels and headers", []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"}, func(t *testing.T, o *options) {
-			if o.nodeLabels.m["a"] != "1" || o.nodeLabels.m["b"] != "2" || o.manifestURLHeader.m["B"] != "y" {
-				t.Errorf("labels %v headers %v", o.nodeLabels.m, o.manifestURLHeader.m)
-			}
-		}},
+		{name: "file only", args: []string{"--config", cfg}, want: fromFile},
+		{name: "flags win", args: []string{"--config", cfg, "--pod-manifest-path", "/m", "--max-pods", "3", "--file-check-frequency", "1s"},
+			want: sources{Dir: "/m", URL: fromFile.URL, Check: time.Second, MaxPods: 3, PodCIDR: fromFile.PodCIDR, MaxRestart: time.Minute, Headers: fromFile.Headers}},
+		{name: "node labels and headers", args: []string{"--manifest-dir", "/m", "--node-labels", "a=1,b=2", "--manifest-url-header", "A:x,B:y"},
+			want: sources{Dir: "/m", Check: 20 * time.Second, MaxPods: 110, MaxRestart: 300 * time.Second,
+				Headers: map[string][]string{"A": {"x"}, "B": {"y"}}, Labels: map[string]string{"a": "1", "b": "2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,7 +53,11 @@ crashLoopBackOff: {maxContainerRestartPeriod: 60s}
 			if err != nil {
 				t.Fatal(err)
 			}
-			tt.check(t, o)
+			got := sources{Dir: o.StaticPodPath, URL: o.StaticPodURL, Check: o.FileCheckFrequency.Duration, MaxPods: o.MaxPods,
+				PodCIDR: o.PodCIDR, MaxRestart: o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, Headers: o.StaticPodURLHeader, Labels: o.nodeLabels}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
 		})
 	}
 }
@@ -96,16 +102,16 @@ func TestAPIModeOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []v1.Taint{{Key: "dedicated", Value: "edge", Effect: v1.TaintEffectNoSchedule}, {Key: "gpu", Effect: v1.TaintEffectNoExecute}}
-	if len(o.taints) != 2 || o.taints[0] != want[0] || o.taints[1] != want[1] {
-		t.Fatalf("taints = %+v", o.taints)
+	if len(o.RegisterWithTaints) != 2 || o.RegisterWithTaints[0] != want[0] || o.RegisterWithTaints[1] != want[1] {
+		t.Fatalf("taints = %+v", o.RegisterWithTaints)
 	}
-	if o.kubeAPIQPS != 50 || o.kubeAPIBurst != 100 || !o.registerNode || o.nodeStatusReportFrequency != 5*time.Minute {
-		t.Fatalf("defaults: qps %v burst %d register %v report %v", o.kubeAPIQPS, o.kubeAPIBurst, o.registerNode, o.nodeStatusReportFrequency)
+	if o.kubeAPIQPS != 50 || o.KubeAPIBurst != 100 || !*o.RegisterNode || o.NodeStatusReportFrequency.Duration != 5*time.Minute {
+		t.Fatalf("defaults: qps %v burst %d register %v report %v", o.kubeAPIQPS, o.KubeAPIBurst, *o.RegisterNode, o.NodeStatusReportFrequency.Duration)
 	}
 	if m := o.reserved[0][v1.ResourceMemory]; m.String() != "256Mi" || len(o.hardThresholds) != 4 {
 		t.Fatalf("reserved %v thresholds %v", o.reserved, o.hardThresholds)
 	}
-	if o.readOnlyPort != 0 {
-		t.Fatalf("read-only port %d by default; want 0 (off)", o.readOnlyPort)
+	if o.ReadOnlyPort != 0 {
+		t.Fatalf("read-only port %d by default; want 0 (off)", o.ReadOnlyPort)
 	}
 }

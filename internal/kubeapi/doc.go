@@ -5,5 +5,6 @@
 // handshake), the pods bound to this node as a
 // pod source (checkpointed), pod statuses, mirror pods and events written
 // to the API server, and the objects pods read (ConfigMaps, Secrets,
-// service-account tokens, services).
+// service-account tokens, services). Start builds these parts as one Mode
+// (nil: standalone), which the agent is wired with and Run runs.
 package kubeapi

@@ -67,8 +67,9 @@ type Config struct {
 	// seen or change.
 	OnPodCIDRs func([]string)
 	// OnRegistered, if set, is called when the Node is first seen (or
-	// seen with a new UID: registered again): mirror pods need its UID.
-	OnRegistered func()
+	// seen with a new UID: registered again), with that UID: mirror
+	// pods need it.
+	OnRegistered func(uid types.UID)
 	Recorder     record.EventRecorder
 	Clock        clock.WithTicker
 	Logger       *zap.Logger
@@ -221,7 +222,7 @@ func (m *Manager) observe(o any) {
 	m.podCIDRs = cidrs
 	m.mu.Unlock()
 	if registered && m.cfg.OnRegistered != nil {
-		m.cfg.OnRegistered()
+		m.cfg.OnRegistered(n.UID)
 	}
 	if changed && len(cidrs) > 0 && m.cfg.OnPodCIDRs != nil {
 		m.cfg.OnPodCIDRs(cidrs)

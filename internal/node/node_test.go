@@ -176,7 +176,7 @@ func TestOnRegisteredOncePerNodeUID(t *testing.T) {
 	var runtimeErr error
 	m, _ := newTestManager(t, fake.NewClientset(), &runtimeErr)
 	calls := 0
-	m.cfg.OnRegistered = func() { calls++ }
+	m.cfg.OnRegistered = func(types.UID) { calls++ }
 	node := func(uid string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: types.UID(uid)}}
 	}
