@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
+	"k8s.io/utils/clock"
 )
 
 // ClientConfig says how the agent reaches the API server.
@@ -40,7 +41,10 @@ type ClientConfig struct {
 	// HeartbeatTimeout bounds each request of the heartbeat client (the
 	// kubelet's: the node lease's duration); default 40s.
 	HeartbeatTimeout time.Duration
-	Logger           *zap.Logger
+	// Clock times the wait for the client certificate and judges a
+	// kubeconfig certificate's expiry; the wall clock when nil.
+	Clock  clock.WithTicker
+	Logger *zap.Logger
 }
 
 // Client is the node's connection to the API server.
@@ -75,13 +79,16 @@ const clientPairPrefix = "kubelet-client"
 // point at the issued certificate. Requests use protobuf.
 func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 	log := c.Logger.Named("client")
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
 	if c.Kubeconfig == "" {
 		return nil, errors.New("--kubeconfig is required for API mode")
 	}
 	if c.CertDir == "" {
 		return nil, errors.New("--cert-dir is required")
 	}
-	usable, err := kubeconfigUsable(c.Kubeconfig)
+	usable, err := kubeconfigUsable(c.Kubeconfig, c.Clock)
 	if err != nil && c.BootstrapKubeconfig == "" {
 		return nil, err
 	}
@@ -102,7 +109,7 @@ func Connect(ctx context.Context, c ClientConfig) (*Client, error) {
 			return nil, err
 		}
 		mgr.Start()
-		if err := waitForCert(ctx, mgr, log); err != nil {
+		if err := waitForCert(ctx, mgr, c.Clock, log); err != nil {
 			mgr.Stop()
 			return nil, err
 		}
@@ -267,19 +274,19 @@ func clientCertPEM(cfg *rest.Config) (certPEM, keyPEM []byte, err error) {
 	return certPEM, keyPEM, nil
 }
 
-func waitForCert(ctx context.Context, mgr certificate.Manager, log *zap.Logger) error {
-	t := time.NewTicker(100 * time.Millisecond)
+func waitForCert(ctx context.Context, mgr certificate.Manager, clk clock.WithTicker, log *zap.Logger) error {
+	t := clk.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	warned := time.Now()
+	warned := clk.Now()
 	for mgr.Current() == nil {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the client certificate (is the node's CSR approved?): %w", ctx.Err())
-		case <-t.C:
+		case <-t.C():
 		}
-		if time.Since(warned) > 30*time.Second {
+		if clk.Since(warned) > 30*time.Second {
 			log.Warn("still waiting for the node's client certificate; approve its CSR (kubectl certificate approve)")
-			warned = time.Now()
+			warned = clk.Now()
 		}
 	}
 	return nil
@@ -287,7 +294,7 @@ func waitForCert(ctx context.Context, mgr certificate.Manager, log *zap.Logger) 
 
 // kubeconfigUsable reports whether path is a kubeconfig with a credential
 // that can be used: a token, or a client certificate not yet expired.
-func kubeconfigUsable(path string) (bool, error) {
+func kubeconfigUsable(path string, clk clock.PassiveClock) (bool, error) {
 	if _, err := os.Stat(path); err != nil {
 		return false, err
 	}
@@ -311,7 +318,7 @@ func kubeconfigUsable(path string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("kubeconfig client certificate: %w", err)
 	}
-	if time.Now().After(certs[0].NotAfter) {
+	if clk.Now().After(certs[0].NotAfter) {
 		return false, fmt.Errorf("kubeconfig client certificate expired at %s", certs[0].NotAfter.Format(time.RFC3339))
 	}
 	return true, nil

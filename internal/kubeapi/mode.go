@@ -50,6 +50,9 @@ func Start(ctx context.Context, cfg ModeConfig) (*Mode, error) {
 	if cfg.Clock == nil || cfg.Logger == nil {
 		return nil, errors.New("api mode: Clock and Logger are required")
 	}
+	if cfg.Client.Clock == nil {
+		cfg.Client.Clock = cfg.Clock
+	}
 	c, err := Connect(ctx, cfg.Client)
 	if err != nil {
 		return nil, err
@@ -60,7 +63,7 @@ func Start(ctx context.Context, cfg ModeConfig) (*Mode, error) {
 		RuntimeClasses: NewRuntimeClasses(c.Clientset)}
 	m.Status, err = NewStatusWriter(StatusConfig{
 		Client: c.Clientset, Pods: m.Pods, NodeName: node, NodeUID: m.NodeUID,
-		StaticSources: cfg.StaticSources, Logger: cfg.Logger,
+		StaticSources: cfg.StaticSources, Clock: cfg.Clock, Logger: cfg.Logger,
 	})
 	if err != nil {
 		c.Stop()

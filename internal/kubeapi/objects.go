@@ -37,7 +37,7 @@ import (
 // objects its pods reference.
 type Objects struct {
 	cs       kubernetes.Interface
-	clock    clock.PassiveClock
+	clock    clock.WithTicker
 	services corelisters.ServiceLister
 	synced   func() bool
 	factory  informers.SharedInformerFactory
@@ -73,7 +73,7 @@ const objectTTL = 2 * time.Second
 
 // NewObjects returns an Objects; Start starts its service informer.
 // checkpoint ("" for none) is where the services are kept between runs.
-func NewObjects(cs kubernetes.Interface, c clock.PassiveClock, checkpoint string, log *zap.Logger) *Objects {
+func NewObjects(cs kubernetes.Interface, c clock.WithTicker, checkpoint string, log *zap.Logger) *Objects {
 	f := informers.NewSharedInformerFactory(cs, 0)
 	svc := f.Core().V1().Services()
 	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
@@ -115,7 +115,7 @@ func (o *Objects) Start(ctx context.Context) {
 	o.factory.Start(ctx.Done())
 	o.watched.start(ctx)
 	go func() {
-		t := time.NewTicker(time.Second)
+		t := o.clock.NewTicker(time.Second)
 		defer t.Stop()
 		var last []byte
 		dirty := false
@@ -126,7 +126,7 @@ func (o *Objects) Start(ctx context.Context) {
 			case <-o.poke:
 				dirty = true
 				continue
-			case <-t.C:
+			case <-t.C():
 			}
 			if dirty && o.synced() && o.checkpoint != "" {
 				var err error

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 )
 
 // StatusConfig wires the StatusWriter.
@@ -34,7 +35,10 @@ type StatusConfig struct {
 	// each has handed over its pods (StaticPods), no mirror pod is an
 	// orphan.
 	StaticSources []string
-	Logger        *zap.Logger
+	// Clock ticks the look for orphaned mirror pods; the wall clock when
+	// nil.
+	Clock  clock.WithTicker
+	Logger *zap.Logger
 }
 
 // StatusWriter is the one writer of pod statuses to the API server. It
@@ -181,24 +185,30 @@ func (w *StatusWriter) PodEvent(p *v1.Pod, eventType, reason, message string) {
 // Run writes until ctx ends.
 func (w *StatusWriter) Run(ctx context.Context) {
 	defer w.bcast.Shutdown()
-	go func() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		<-ctx.Done()
 		w.queue.ShutDown()
-	}()
+	})
 	// Orphaned mirror pods are looked for now and then too: a static pod
 	// removed while the agent was down leaves one.
-	go func() {
-		t := time.NewTicker(10 * time.Second)
+	clk := w.cfg.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	wg.Go(func() {
+		t := clk.NewTicker(10 * time.Second)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				w.queue.Add(orphanKey)
 			}
 		}
-	}()
+	})
 	for {
 		uid, quit := w.queue.Get()
 		if quit {
