@@ -25,7 +25,7 @@ func (w *StatusWriter) ensureMirror(ctx context.Context, p *v1.Pod) (*v1.Pod, er
 		if podmanager.IsMirrorOf(m, p) && m.DeletionTimestamp == nil {
 			return m, nil
 		}
-		if !IsMirror(m) {
+		if !podsource.IsMirror(m) {
 			// An API pod holds the name: the kubelet leaves it alone too.
 			return nil, nil
 		}
@@ -91,7 +91,7 @@ func (w *StatusWriter) deleteOrphanedMirrors(ctx context.Context) error {
 	all, _ := w.cfg.Pods.Lister.List(labels.Everything())
 	var firstErr error
 	for _, m := range all {
-		if !IsMirror(m) || wanted[m.Namespace+"/"+m.Name] {
+		if !podsource.IsMirror(m) || wanted[m.Namespace+"/"+m.Name] {
 			continue
 		}
 		w.log.Info("deleting orphaned mirror pod", zap.String("pod", m.Namespace+"/"+m.Name))
@@ -111,7 +111,7 @@ func (w *StatusWriter) NodeRegistered() {
 	w.mu.Lock()
 	uids := make([]types.UID, 0, len(w.want))
 	for uid, e := range w.want {
-		if e.pod != nil && !IsAPIPod(e.pod) {
+		if e.pod != nil && !podsource.IsAPIPod(e.pod) {
 			uids = append(uids, uid)
 		}
 	}

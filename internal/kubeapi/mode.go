@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // ModeConfig configures Start.
@@ -124,8 +125,8 @@ func (m *Mode) Classes() cri.RuntimeClasses {
 // pod source (into sink), the status writer, and the resync of a
 // namespace whose watched ConfigMap or Secret changed.
 func (m *Mode) Run(ctx context.Context, sink func([]*v1.Pod), resyncNamespace func(ns string)) error {
-	src, err := NewSource(SourceConfig{
-		Pods: m.Pods, Checkpoint: filepath.Join(m.cfg.RootDir, "checkpoints", "api-pods.json"), Clock: m.cfg.Clock,
+	src, err := podsource.NewAPI(podsource.APIConfig{
+		Informer: m.Pods.Informer, Lister: m.Pods.Lister, Synced: m.Pods.Synced, Checkpoint: filepath.Join(m.cfg.RootDir, "checkpoints", "api-pods.json"), Clock: m.cfg.Clock,
 		Logger: m.cfg.Logger, Sink: sink,
 	})
 	if err != nil {

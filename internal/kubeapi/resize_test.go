@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // The resize fields are the node's to write: the containers'
@@ -23,7 +25,7 @@ func TestResizeStatusIsWritten(t *testing.T) {
 	s.ContainerStatuses = []v1.ContainerStatus{{Name: "c", ContainerID: "containerd://c1", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}},
 		AllocatedResources: cpu("200m"), Resources: &v1.ResourceRequirements{Requests: cpu("100m")}}}
 	s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: 4, LastTransitionTime: t1})
-	r.w.PodStatus(markAPI(stored), s)
+	r.w.PodStatus(podsource.MarkAPI(stored), s)
 	r.sync(t, "u1")
 	got := r.refresh(t, "default", "a")
 	cs := got.Status.ContainerStatuses
@@ -40,7 +42,7 @@ func TestResizeStatusIsWritten(t *testing.T) {
 	s = *s.DeepCopy()
 	s.Conditions = s.Conditions[:1]
 	s.ContainerStatuses[0].Resources.Requests = cpu("200m")
-	r.w.PodStatus(markAPI(got), s)
+	r.w.PodStatus(podsource.MarkAPI(got), s)
 	r.sync(t, "u1")
 	got = r.refresh(t, "default", "a")
 	if c := findCondition(got.Status.Conditions, v1.PodResizeInProgress); c != nil {

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
 // StatusConfig wires the StatusWriter.
@@ -103,11 +105,11 @@ func NewStatusWriter(cfg StatusConfig) (*StatusWriter, error) {
 		_, isOurs := w.want[p.UID]
 		w.mu.Unlock()
 		switch {
-		case isStatic && IsMirror(p):
+		case isStatic && podsource.IsMirror(p):
 			w.queue.Add(uid) // created, changed or deleted: re-check the mirror
 		case isOurs:
 			w.queue.Add(p.UID)
-		case IsMirror(p):
+		case podsource.IsMirror(p):
 			w.queue.Add(orphanKey) // maybe an orphan
 		}
 	}
@@ -145,7 +147,7 @@ func (w *StatusWriter) PodStatus(p *v1.Pod, s v1.PodStatus) {
 		w.want[p.UID] = e
 	}
 	e.pod, e.status, e.removed = p, &s, false
-	if !IsAPIPod(p) {
+	if !podsource.IsAPIPod(p) {
 		w.static[p.Namespace+"/"+p.Name] = p.UID
 	}
 	w.mu.Unlock()
@@ -174,8 +176,8 @@ func (w *StatusWriter) PodRemoved(p *v1.Pod) {
 // mirror pod, so that `kubectl describe` shows them.
 func (w *StatusWriter) PodEvent(p *v1.Pod, eventType, reason, message string) {
 	obj := p
-	if !IsAPIPod(p) {
-		if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && IsMirror(m) {
+	if !podsource.IsAPIPod(p) {
+		if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && podsource.IsMirror(m) {
 			obj = m
 		}
 	}
@@ -244,7 +246,7 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	if removed {
-		if IsAPIPod(p) && p.DeletionTimestamp != nil && s != nil {
+		if podsource.IsAPIPod(p) && p.DeletionTimestamp != nil && s != nil {
 			// The final status goes before the object.
 			if cur, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && cur.UID == p.UID {
 				if err := w.patchStatus(ctx, cur, *s, observed(p, cur)); err != nil {
@@ -266,7 +268,7 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	var target *v1.Pod
-	if IsAPIPod(p) {
+	if podsource.IsAPIPod(p) {
 		cur, ok := w.cfg.Pods.Get(p.Namespace, p.Name)
 		if !ok || cur.UID != p.UID {
 			return nil // gone from the API (or replaced): nothing to write to
@@ -290,7 +292,7 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 // not claim a spec change (a resize) the agent has not seen yet. A
 // mirror pod's is its own.
 func observed(p, target *v1.Pod) int64 {
-	if IsAPIPod(p) && p.Generation != 0 {
+	if podsource.IsAPIPod(p) && p.Generation != 0 {
 		return p.Generation
 	}
 	return target.Generation
@@ -416,7 +418,7 @@ func findCondition(cs []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition
 // was asked for is deleted with grace 0 (its containers are gone) and its
 // UID as precondition; a static pod's mirror pod is deleted.
 func (w *StatusWriter) finish(ctx context.Context, p *v1.Pod) error {
-	if IsAPIPod(p) {
+	if podsource.IsAPIPod(p) {
 		if p.DeletionTimestamp == nil {
 			return nil
 		}
@@ -432,7 +434,7 @@ func (w *StatusWriter) finish(ctx context.Context, p *v1.Pod) error {
 	if owned && owner != p.UID {
 		return nil // a newer static pod of that name owns the mirror now
 	}
-	if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && IsMirror(m) {
+	if m, ok := w.cfg.Pods.Get(p.Namespace, p.Name); ok && podsource.IsMirror(m) {
 		return w.deletePod(ctx, m.Namespace, m.Name, m.UID)
 	}
 	return nil

@@ -112,7 +112,7 @@ func TestStatusIsPatchedOnlyWhenItChanges(t *testing.T) {
 	stored := apiPod("u1", "a", v1.PodPending)
 	stored.Status.Conditions = []v1.PodCondition{{Type: "example.com/gate", Status: v1.ConditionTrue}}
 	r := newStatusRig(t, stored)
-	r.w.PodStatus(markAPI(stored), running())
+	r.w.PodStatus(podsource.MarkAPI(stored), running())
 	r.sync(t, "u1")
 	ws := r.writes()
 	if len(ws) != 1 || ws[0].GetVerb() != "patch" || ws[0].GetSubresource() != "status" {
@@ -132,7 +132,7 @@ func TestStatusIsPatchedOnlyWhenItChanges(t *testing.T) {
 		t.Fatalf("a condition the node does not own was dropped: %+v", got.Status.Conditions)
 	}
 	// The same status again: nothing to write.
-	r.w.PodStatus(markAPI(stored), running())
+	r.w.PodStatus(podsource.MarkAPI(stored), running())
 	r.sync(t, "u1")
 	if ws := r.writes(); len(ws) != 0 {
 		t.Fatalf("writes = %v for an unchanged status, want none", ws)
@@ -148,7 +148,7 @@ func TestEphemeralContainerStatusesAreWritten(t *testing.T) {
 	s := running()
 	s.EphemeralContainerStatuses = []v1.ContainerStatus{{Name: "dbg", Image: "busybox", ContainerID: "containerd://e1",
 		State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}
-	r.w.PodStatus(markAPI(stored), s)
+	r.w.PodStatus(podsource.MarkAPI(stored), s)
 	r.sync(t, "u1")
 	got := r.refresh(t, "default", "a")
 	if len(got.Status.EphemeralContainerStatuses) != 1 || got.Status.EphemeralContainerStatuses[0].ContainerID != "containerd://e1" ||
@@ -157,7 +157,7 @@ func TestEphemeralContainerStatusesAreWritten(t *testing.T) {
 	}
 	s = *s.DeepCopy()
 	s.EphemeralContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
-	r.w.PodStatus(markAPI(got), s)
+	r.w.PodStatus(podsource.MarkAPI(got), s)
 	r.sync(t, "u1")
 	got = r.refresh(t, "default", "a")
 	if len(got.Status.EphemeralContainerStatuses) != 1 || got.Status.EphemeralContainerStatuses[0].State.Terminated == nil {
@@ -168,7 +168,7 @@ func TestEphemeralContainerStatusesAreWritten(t *testing.T) {
 func TestFinishedPodIsNeverWrittenBackToRunning(t *testing.T) {
 	stored := apiPod("u1", "a", v1.PodSucceeded)
 	r := newStatusRig(t, stored)
-	r.w.PodStatus(markAPI(stored), running())
+	r.w.PodStatus(podsource.MarkAPI(stored), running())
 	r.sync(t, "u1")
 	if ws := r.writes(); len(ws) != 0 {
 		t.Fatalf("writes = %v, want none for a Succeeded pod", ws)
@@ -188,7 +188,7 @@ func TestFinishedPodKeepsItsEndAndOnlyItsConditionsFollow(t *testing.T) {
 	r := newStatusRig(t, stored)
 	lost := v1.PodStatus{Phase: v1.PodFailed, Conditions: []v1.PodCondition{{Type: v1.PodReadyToStartContainers, Status: v1.ConditionFalse}},
 		ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown"}}}}}
-	r.w.PodStatus(markAPI(stored), lost)
+	r.w.PodStatus(podsource.MarkAPI(stored), lost)
 	r.sync(t, "u1")
 	got := r.refresh(t, "default", "a")
 	if got.Status.Reason != "DeadlineExceeded" || got.Status.PodIP != "10.0.0.5" || len(got.Status.ContainerStatuses) != 1 ||
@@ -203,7 +203,7 @@ func TestFinishedPodKeepsItsEndAndOnlyItsConditionsFollow(t *testing.T) {
 func TestStatusOfAReplacedPodIsNotWritten(t *testing.T) {
 	// The API holds a newer pod of the same name (another UID).
 	r := newStatusRig(t, apiPod("u2", "a", v1.PodPending))
-	r.w.PodStatus(markAPI(apiPod("u1", "a", v1.PodPending)), running())
+	r.w.PodStatus(podsource.MarkAPI(apiPod("u1", "a", v1.PodPending)), running())
 	r.sync(t, "u1")
 	if ws := r.writes(); len(ws) != 0 {
 		t.Fatalf("writes = %v, want none to another pod of the name", ws)
@@ -215,7 +215,7 @@ func TestDeletedPodIsRemovedWithGraceZeroAndItsUID(t *testing.T) {
 	now := metav1.Now()
 	stored.DeletionTimestamp = &now
 	r := newStatusRig(t, stored)
-	r.w.PodRemoved(markAPI(stored))
+	r.w.PodRemoved(podsource.MarkAPI(stored))
 	r.sync(t, "u1")
 	ws := r.writes()
 	if len(ws) != 1 || ws[0].GetVerb() != "delete" {
@@ -227,7 +227,7 @@ func TestDeletedPodIsRemovedWithGraceZeroAndItsUID(t *testing.T) {
 	}
 	// A pod removed from the node without a deletion (it finished) stays.
 	r2 := newStatusRig(t, apiPod("u3", "b", v1.PodSucceeded))
-	r2.w.PodRemoved(markAPI(apiPod("u3", "b", v1.PodSucceeded)))
+	r2.w.PodRemoved(podsource.MarkAPI(apiPod("u3", "b", v1.PodSucceeded)))
 	r2.sync(t, "u3")
 	if ws := r2.writes(); len(ws) != 0 {
 		t.Fatalf("writes = %v, want none", ws)
@@ -322,8 +322,8 @@ func TestDeletedPodGetsItsFinalStatusBeforeTheDelete(t *testing.T) {
 	r := newStatusRig(t, stored)
 	final := v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{{Name: "c",
 		State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}}
-	r.w.PodStatus(markAPI(stored), final)
-	r.w.PodRemoved(markAPI(stored))
+	r.w.PodStatus(podsource.MarkAPI(stored), final)
+	r.w.PodRemoved(podsource.MarkAPI(stored))
 	r.sync(t, "u1")
 	ws := r.writes()
 	if len(ws) != 2 || ws[0].GetVerb() != "patch" || ws[1].GetVerb() != "delete" {
@@ -337,7 +337,7 @@ func TestNodeRegisteredRetriesMirrorPodsAtOnce(t *testing.T) {
 	r := newStatusRig(t)
 	static := staticPod("s1", "etcd-n1", "h1")
 	r.w.PodStatus(static, running())
-	r.w.PodStatus(markAPI(apiPod("a1", "web", v1.PodRunning)), running())
+	r.w.PodStatus(podsource.MarkAPI(apiPod("a1", "web", v1.PodRunning)), running())
 	for r.w.queue.Len() > 0 { // drained, as the writer's loop would
 		uid, _ := r.w.queue.Get()
 		r.w.queue.Done(uid)
@@ -363,7 +363,7 @@ func TestObservedGenerationIsTheSpecsTheStatusReflects(t *testing.T) {
 	r := newStatusRig(t, stored)
 	seen := stored.DeepCopy()
 	seen.Generation = 1 // what the agent synced
-	r.w.PodStatus(markAPI(seen), running())
+	r.w.PodStatus(podsource.MarkAPI(seen), running())
 	r.sync(t, "u1")
 	if got := r.refresh(t, "default", "a"); got.Status.ObservedGeneration != 1 {
 		t.Fatalf("observedGeneration = %d, want 1 (the spec the status reflects)", got.Status.ObservedGeneration)

@@ -1,4 +1,4 @@
-package kubeapi
+package podsource
 
 import (
 	"context"
@@ -11,20 +11,28 @@ import (
 	"go.uber.org/zap/zaptest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
-
-	"github.com/nodeagent/nodeagent/internal/podsource"
 )
 
-// sourceRig is a Source over an informer whose store the test fills and
+func apiPod(uid, name string, phase v1.PodPhase) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), Name: name, Namespace: "default", Generation: 3},
+		Spec:   v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{Name: "c", Image: "i"}}},
+		Status: v1.PodStatus{Phase: phase}}
+}
+
+// sourceRig is an API source over an informer whose store the test fills and
 // whose "synced" it decides; time is a fake clock that reports each timer
 // and ticker Run makes, so a step is taken only once Run waits on them.
 type sourceRig struct {
-	src    *Source
-	np     *NodePods
+	src    *API
+	inf    cache.SharedIndexInformer
+	lister corelisters.PodLister
 	synced atomic.Bool
 	clock  *armClock
 	got    chan []*v1.Pod
@@ -56,8 +64,8 @@ func newSourceRig(t *testing.T) *sourceRig {
 	r := &sourceRig{clock: &armClock{FakeClock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), armed: make(chan string, 10)},
 		got:  make(chan []*v1.Pod, 10),
 		ckpt: filepath.Join(t.TempDir(), "checkpoints", "api-pods.json")}
-	r.np = &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: r.synced.Load}
-	src, err := NewSource(SourceConfig{Pods: r.np, Sink: func(p []*v1.Pod) { r.got <- p }, Checkpoint: r.ckpt,
+	r.inf, r.lister = inf.Informer(), inf.Lister()
+	src, err := NewAPI(APIConfig{Informer: r.inf, Lister: r.lister, Synced: r.synced.Load, Sink: func(p []*v1.Pod) { r.got <- p }, Checkpoint: r.ckpt,
 		CheckpointWait: 5 * time.Second, Clock: r.clock, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +108,10 @@ func (r *sourceRig) waitTimers(t *testing.T) {
 	}
 }
 
-func TestSourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
+func TestAPISourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
 	r := newSourceRig(t)
 	mirror := apiPod("m", "static-n1", v1.PodRunning)
-	mirror.Annotations = map[string]string{podsource.ConfigMirrorAnnotation: "h"}
+	mirror.Annotations = map[string]string{ConfigMirrorAnnotation: "h"}
 	running := apiPod("u1", "a", v1.PodRunning)
 	running.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
 	gate := v1.PodCondition{Type: "example.com/gate", Status: v1.ConditionFalse}
@@ -113,7 +121,7 @@ func TestSourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
 	failed.Status.Reason, failed.Status.Message = "DeadlineExceeded", "too long"
 	failed.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c"}}
 	for _, p := range []*v1.Pod{running, failed, mirror} {
-		r.np.Informer.GetStore().Add(p)
+		r.inf.GetStore().Add(p)
 	}
 	r.synced.Store(true)
 	r.run(t)
@@ -131,7 +139,7 @@ func TestSourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
 		t.Fatalf("finished pod handed over with status %+v, want its phase, reason and message only", got)
 	}
 	// The informer's object is never modified.
-	if p, _ := r.np.Get("default", "a"); p.Annotations[podsource.ConfigSourceAnnotation] != "" {
+	if p, _ := r.lister.Pods("default").Get("a"); p.Annotations[ConfigSourceAnnotation] != "" {
 		t.Fatal("the informer's pod was annotated in place")
 	}
 	// What was handed over is checkpointed, specs only.
@@ -144,10 +152,10 @@ func TestSourceHandsOverAPIPodsButNotMirrors(t *testing.T) {
 	}
 }
 
-func TestSourceRunsTheCheckpointWhenTheAPIServerIsAway(t *testing.T) {
+func TestAPISourceRunsTheCheckpointWhenTheAPIServerIsAway(t *testing.T) {
 	// An earlier run checkpointed u1.
 	first := newSourceRig(t)
-	first.np.Informer.GetStore().Add(apiPod("u1", "a", v1.PodRunning))
+	first.inf.GetStore().Add(apiPod("u1", "a", v1.PodRunning))
 	first.synced.Store(true)
 	first.run(t)
 	first.next(t)
@@ -163,7 +171,7 @@ func TestSourceRunsTheCheckpointWhenTheAPIServerIsAway(t *testing.T) {
 		t.Fatalf("handed over %v, want the checkpointed u1", pods)
 	}
 	// The API server answers: its set replaces the checkpoint's.
-	r.np.Informer.GetStore().Add(apiPod("u2", "b", v1.PodRunning))
+	r.inf.GetStore().Add(apiPod("u2", "b", v1.PodRunning))
 	r.synced.Store(true)
 	r.clock.Step(50 * time.Millisecond) // the poll ticker made above
 	pods = r.next(t)
@@ -186,7 +194,7 @@ func TestOnlyChangesOfWhatIsHandedOverWakeTheSource(t *testing.T) {
 	base := apiPod("u1", "a", v1.PodPending)
 	base.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/gate"}}
 	with := func(f func(p *v1.Pod)) *v1.Pod { p := base.DeepCopy(); f(p); return p }
-	mirror := with(func(p *v1.Pod) { p.Annotations = map[string]string{podsource.ConfigMirrorAnnotation: "h"} })
+	mirror := with(func(p *v1.Pod) { p.Annotations = map[string]string{ConfigMirrorAnnotation: "h"} })
 	for _, tt := range []struct {
 		name string
 		old  *v1.Pod
