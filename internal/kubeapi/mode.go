@@ -148,5 +148,11 @@ func (m *Mode) Run(ctx context.Context, sink func([]*v1.Pod), resyncNamespace fu
 	})
 	g.Go(func() error { return src.Run(gctx) })
 	g.Go(func() error { m.Status.Run(gctx); return nil })
-	return g.Wait()
+	g.Go(func() error { m.Objects.Run(gctx); return nil })
+	err = g.Wait()
+	// Every informer's goroutines are over before Run returns (ctx
+	// ended: their stop channel is closed).
+	m.Pods.factory.Shutdown()
+	m.RuntimeClasses.factory.Shutdown()
+	return err
 }

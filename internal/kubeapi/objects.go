@@ -108,46 +108,50 @@ func NewObjects(cs kubernetes.Interface, c clock.WithTicker, checkpoint string, 
 	return o
 }
 
-// Start starts the service informer and the upkeep: the ConfigMap and
-// Secret cache is pruned, the services checkpoint rewritten (at most once
-// a second) when they change.
+// Start starts the service informer and the watches of the objects pods
+// read.
 func (o *Objects) Start(ctx context.Context) {
 	o.factory.Start(ctx.Done())
 	o.watched.start(ctx)
-	go func() {
-		t := o.clock.NewTicker(time.Second)
-		defer t.Stop()
-		var last []byte
-		dirty := false
-		for n := 0; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-o.poke:
-				dirty = true
-				continue
-			case <-t.C():
-			}
-			if dirty && o.synced() && o.checkpoint != "" {
-				var err error
-				last, err = o.saveServices(last)
-				dirty = false
-				if err != nil {
-					o.log.Warn("checkpoint services", zap.Error(err))
-				}
-			}
-			if n%60 == 0 {
-				o.watched.prune()
-				o.mu.Lock()
-				for k, c := range o.cache {
-					if o.clock.Since(c.at) > objectTTL {
-						delete(o.cache, k)
-					}
-				}
-				o.mu.Unlock()
+}
+
+// Run is the upkeep until ctx ends: the ConfigMap and Secret cache is
+// pruned, the services checkpoint rewritten (at most once a second) when
+// they change. It returns once the service informer has stopped too.
+func (o *Objects) Run(ctx context.Context) {
+	defer o.factory.Shutdown()
+	t := o.clock.NewTicker(time.Second)
+	defer t.Stop()
+	var last []byte
+	dirty := false
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.poke:
+			dirty = true
+			continue
+		case <-t.C():
+		}
+		if dirty && o.synced() && o.checkpoint != "" {
+			var err error
+			last, err = o.saveServices(last)
+			dirty = false
+			if err != nil {
+				o.log.Warn("checkpoint services", zap.Error(err))
 			}
 		}
-	}()
+		if n%60 == 0 {
+			o.watched.prune()
+			o.mu.Lock()
+			for k, c := range o.cache {
+				if o.clock.Since(c.at) > objectTTL {
+					delete(o.cache, k)
+				}
+			}
+			o.mu.Unlock()
+		}
+	}
 }
 
 // saveServices writes what the service variables need of every service.
