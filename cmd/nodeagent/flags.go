@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 // newFlagSet registers the flags onto o's fields, each with the field's
@@ -35,7 +37,7 @@ func addSourceFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&kc.StaticPodPath, "pod-manifest-path", kc.StaticPodPath, "alias of --manifest-dir (kubelet's name)")
 	fs.DurationVar(&kc.FileCheckFrequency.Duration, "file-check-frequency", kc.FileCheckFrequency.Duration, "period of the manifest directory re-list that catches missed inotify events")
 	fs.StringVar(&kc.StaticPodURL, "manifest-url", kc.StaticPodURL, "URL serving static pod manifests (YAML/JSON documents or a PodList), polled")
-	fs.Var(&headerValue{m: &kc.StaticPodURLHeader}, "manifest-url-header", "HTTP headers for --manifest-url: 'Name:value,Other:value'")
+	fs.Var(cliflag.NewColonSeparatedMultimapStringString(&kc.StaticPodURLHeader), "manifest-url-header", "HTTP headers for --manifest-url: 'Name:value,Other:value'")
 	fs.DurationVar(&kc.HTTPCheckFrequency.Duration, "http-check-frequency", kc.HTTPCheckFrequency.Duration, "poll period of --manifest-url")
 	fs.DurationVar(&kc.SyncFrequency.Duration, "sync-frequency", kc.SyncFrequency.Duration, "longest time between two syncs of a running pod")
 	fs.StringVar(&o.rootDir, "root-dir", o.rootDir, "directory for pod volumes and agent state")
@@ -70,7 +72,7 @@ func addRuntimeFlags(fs *flag.FlagSet, o *options) {
 // addAPIFlags: API mode, the node's credentials and its Node object.
 func addAPIFlags(fs *flag.FlagSet, o *options) {
 	kc := &o.KubeletConfiguration
-	fs.Var(&mapValue{m: &o.nodeLabels, sep: "="}, "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
+	fs.Var(cliflag.NewMapStringString(&o.nodeLabels), "node-labels", "node labels key=value,… (nodeSelector and node affinity are judged against them)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "the node's kubeconfig: API mode (pods bound to this node, Node object, Lease, statuses, events); written by TLS bootstrap when --bootstrap-kubeconfig is given")
 	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", o.bootstrapKubeconfig, "kubeconfig whose credential may create a CSR for the node's client certificate (TLS bootstrap)")
 	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "where the node's certificates are kept (default <root-dir>/pki)")
@@ -106,16 +108,16 @@ func addResourceFlags(fs *flag.FlagSet, o *options) {
 	kc := &o.KubeletConfiguration
 	fs.StringVar(&kc.CPUManagerPolicy, "cpu-manager-policy", kc.CPUManagerPolicy, "CPU manager policy: none or static (exclusive CPUs for Guaranteed pods' whole-CPU containers)")
 	fs.StringVar(&kc.ReservedSystemCPUs, "reserved-cpus", kc.ReservedSystemCPUs, "CPUs kept out of exclusive allocation, e.g. 0,1 or 0-1 (static policy; default: ceil of kube + system reserved cpu, lowest CPUs)")
-	fs.Var(&mapValue{m: &kc.CPUManagerPolicyOptions, sep: "="}, "cpu-manager-policy-options", "static policy options: full-pcpus-only=true")
+	fs.Var(cliflag.NewMapStringString(&kc.CPUManagerPolicyOptions), "cpu-manager-policy-options", "static policy options: full-pcpus-only=true")
 	fs.DurationVar(&kc.CPUManagerReconcilePeriod.Duration, "cpu-manager-reconcile-period", kc.CPUManagerReconcilePeriod.Duration, "how often the CPU manager re-applies containers' cpusets")
-	fs.Var(&mapValue{m: &kc.KubeReserved, sep: "="}, "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
-	fs.Var(&mapValue{m: &kc.SystemReserved, sep: "="}, "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
-	fs.Var(&mapValue{m: &kc.EvictionSoft, sep: "<", typ: "string"}, "eviction-soft", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
-	fs.Var(&mapValue{m: &kc.EvictionSoftGracePeriod, sep: "=", typ: "string"}, "eviction-soft-grace-period", "signal=duration,… for each --eviction-soft threshold")
+	fs.Var(cliflag.NewMapStringString(&kc.KubeReserved), "kube-reserved", "resources reserved for Kubernetes daemons: cpu=…,memory=…,ephemeral-storage=…,pid=…")
+	fs.Var(cliflag.NewMapStringString(&kc.SystemReserved), "system-reserved", "resources reserved for the system: cpu=…,memory=…,ephemeral-storage=…,pid=…")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&kc.EvictionSoft), "eviction-soft", "soft eviction thresholds (signal<quantity or percent), acted on once held for their --eviction-soft-grace-period")
+	fs.Var(cliflag.NewMapStringString(&kc.EvictionSoftGracePeriod), "eviction-soft-grace-period", "signal=duration,… for each --eviction-soft threshold")
 	fs.DurationVar(&kc.EvictionPressureTransitionPeriod.Duration, "eviction-pressure-transition-period", kc.EvictionPressureTransitionPeriod.Duration, "how long a pressure condition stays after its threshold was last crossed")
 	fs.Var((*int32Value)(&kc.EvictionMaxPodGracePeriod), "eviction-max-pod-grace-period", "most grace (seconds) a pod evicted for a soft threshold gets; 0: its own")
 	fs.DurationVar(&o.evictionMonitoringPeriod, "eviction-monitoring-period", o.evictionMonitoringPeriod, "how often the node's signals are read and at most one pod evicted (the kubelet's housekeeping period; not a kubelet flag)")
-	fs.Var(&mapValue{m: &kc.EvictionHard, sep: "<", typ: "string"}, "eviction-hard", "hard eviction thresholds, subtracted from capacity for allocatable")
+	fs.Var(cliflag.NewLangleSeparatedMapStringString(&kc.EvictionHard), "eviction-hard", "hard eviction thresholds, subtracted from capacity for allocatable")
 	fs.BoolVar(kc.CgroupsPerQOS, "cgroups-per-qos", *kc.CgroupsPerQOS, "make the kubelet's cgroup hierarchy: kubepods, its burstable and besteffort tiers and a cgroup per pod with the pod's limits, the runtime's cgroup parent for the pod; false: the runtime's default cgroups")
 	fs.StringVar(&kc.CgroupRoot, "cgroup-root", kc.CgroupRoot, "cgroup under which kubepods is made")
 	fs.StringVar(&kc.CgroupDriver, "cgroup-driver", kc.CgroupDriver, "cgroup driver (cgroupfs; systemd is refused); the runtime's, when its CRI RuntimeConfig reports one, wins")

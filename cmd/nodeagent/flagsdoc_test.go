@@ -64,8 +64,8 @@ func TestUsageNamesValueTypes(t *testing.T) {
 		{name: "int32 field", want: "  -max-pods int\n    \tmost pods this node runs (default 110)\n"},
 		{name: "float flag over an int32 field", want: "  -kube-api-qps float\n"},
 		{name: "string-like value, quoted default", want: `(default "Webhook")`},
-		{name: "eviction map", want: "  -eviction-hard string\n"},
-		{name: "key=value map", want: "  -kube-reserved value\n"},
+		{name: "eviction map, as the kubelet names it", want: "  -eviction-hard mapStringString\n"},
+		{name: "key=value map, as the kubelet names it", want: "  -kube-reserved mapStringString\n"},
 		{name: "bool over a pointer", want: "  -cgroups-per-qos\n"},
 		{name: "zero default not shown", want: "  -read-only-port int\n    \tplain-HTTP port on --address serving /healthz, /pods, /stats/summary, /metrics and /metrics/resource with no authentication (either mode); 0 (default) disables it\n"},
 	}

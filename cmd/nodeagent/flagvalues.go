@@ -4,10 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -116,88 +114,6 @@ func (v authzModeValue) Type() string { return "string" }
 
 func (v authzModeValue) Set(s string) error {
 	*v.p = kubeletv1beta1.KubeletAuthorizationMode(s)
-	return nil
-}
-
-// mapValue is a "k<sep>v,k<sep>v" flag over a map field: node labels,
-// reservations (=), eviction thresholds (<). The first Set replaces the
-// map (a config file's, or the default), later ones add to it.
-type mapValue struct {
-	m   *map[string]string
-	sep string
-	set bool
-	// typ names the value in the usage: "string" for the eviction
-	// flags, string flags before they were registered onto the map.
-	typ string
-}
-
-func (f *mapValue) Type() string {
-	if f.typ == "" {
-		return "value"
-	}
-	return f.typ
-}
-
-func (f *mapValue) String() string {
-	if f == nil || f.m == nil {
-		return ""
-	}
-	var parts []string
-	for k, v := range *f.m {
-		parts = append(parts, k+f.sep+v)
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
-
-func (f *mapValue) Set(s string) error {
-	if !f.set || *f.m == nil {
-		*f.m, f.set = map[string]string{}, true
-	}
-	for _, kv := range strings.Split(s, ",") {
-		if kv == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(kv, f.sep)
-		if !ok {
-			return fmt.Errorf("%q: want key%svalue", kv, f.sep)
-		}
-		(*f.m)[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return nil
-}
-
-// headerValue is --manifest-url-header, "Name:value,…", over the
-// config's map of header values (one value a name from the flag).
-type headerValue struct {
-	m   *map[string][]string
-	set bool
-}
-
-func (f *headerValue) String() string {
-	if f == nil || f.m == nil {
-		return ""
-	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(*f.m)) {
-		for _, v := range (*f.m)[k] {
-			parts = append(parts, k+":"+v)
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func (f *headerValue) Set(s string) error {
-	flat := map[string]string{}
-	if err := (&mapValue{m: &flat, sep: ":", set: true}).Set(s); err != nil {
-		return err
-	}
-	if !f.set || *f.m == nil {
-		*f.m, f.set = map[string][]string{}, true
-	}
-	for k, v := range flat {
-		(*f.m)[k] = []string{v}
-	}
 	return nil
 }
 
@@ -319,8 +235,15 @@ func isString(v flag.Value) bool {
 }
 
 // isZeroValue reports whether f's default is its type's zero value (not
-// shown in the usage), as the flag package decides it.
-func isZeroValue(f *flag.Flag) bool {
+// shown in the usage), as the flag package decides it — also when the zero
+// value's String panics (component-base's map flags over a nil map):
+// then an empty default is the zero one.
+func isZeroValue(f *flag.Flag) (zero bool) {
+	defer func() {
+		if recover() != nil {
+			zero = f.DefValue == ""
+		}
+	}()
 	typ := reflect.TypeOf(f.Value)
 	var z reflect.Value
 	if typ.Kind() == reflect.Pointer {

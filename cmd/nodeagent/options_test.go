@@ -81,7 +81,7 @@ func TestOptionErrors(t *testing.T) {
 		{"bad reservation", []string{"--kubeconfig", "/k", "--kube-reserved", "memory=-1Gi"}, "non-negative quantity"},
 		{"bad eviction threshold", []string{"--kubeconfig", "/k", "--eviction-hard", "memory.available<lots"}, "bad quantity"},
 		{"wrong config kind", []string{"--config", bad}, "want kind KubeletConfiguration"},
-		{"bad label", []string{"--manifest-dir", "/m", "--node-labels", "novalue"}, "want key=value"},
+		{"bad label", []string{"--manifest-dir", "/m", "--node-labels", "novalue"}, "malformed pair, expect string=string"},
 		{"RSA-only suites for an ECDSA serving key", []string{"--kubeconfig", "/k", "--rotate-server-certificates", "--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, "ECDHE_ECDSA"},
 		{"bad read-only port", []string{"--manifest-dir", "/m", "--read-only-port", "70000"}, "--read-only-port 70000"},
 	}

@@ -236,5 +236,10 @@ func (o *options) completeLogsAndImages() []error {
 
 // joinMap is a map setting as its flag's "k<sep>v,…", sorted.
 func joinMap(m map[string]string, sep string) string {
-	return (&mapValue{m: &m, sep: sep}).String()
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+sep+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }
