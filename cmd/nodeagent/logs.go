@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeagent/nodeagent/internal/logs"
+	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/status"
 )
 
@@ -97,7 +98,8 @@ func cmdLogs(args []string) error {
 // print reads the container's log in d to stdout; a followed log of the
 // current instance ends when the status directory shows it exited.
 func (c *logsCmd) print(ctx context.Context, d *logs.ContainerDir, sdir string, p *v1.Pod) error {
-	opts := logs.Options{Previous: c.previous, TailLines: c.tail, Timestamps: c.timestamps, LimitBytes: c.limit, Follow: c.follow}
+	opts := logs.Options{Previous: c.previous, LatestIsPrevious: pod.LatestIsLastState(p, c.container),
+		TailLines: c.tail, Timestamps: c.timestamps, LimitBytes: c.limit, Follow: c.follow}
 	if c.since > 0 {
 		opts.SinceTime = time.Now().Add(-c.since)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -27,7 +28,7 @@ func (r *Runtime) imageVolumes(ctx context.Context, p *v1.Pod, c *v1.Container, 
 		if v == nil || v.Image == nil || out[vm.Name] != nil {
 			continue
 		}
-		if err := r.imageVolumeSupport(ctx); err != nil {
+		if err := r.imageVolumeSupport(ctx, subPathOf(c, vm.Name)); err != nil {
 			return nil, &startError{ReasonCreateContainerConfigError, fmt.Errorf("volume %q: %w", vm.Name, err)}
 		}
 		ref, err := r.ensure(ctx, p, v.Image.Reference, v.Image.PullPolicy, zap.String("volume", vm.Name), sandbox)
@@ -42,6 +43,16 @@ func (r *Runtime) imageVolumes(ctx context.Context, p *v1.Pod, c *v1.Container, 
 	return out, nil
 }
 
+// subPathOf reports whether c mounts the volume name with a subPath.
+func subPathOf(c *v1.Container, name string) bool {
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == name && (vm.SubPath != "" || vm.SubPathExpr != "") {
+			return true
+		}
+	}
+	return false
+}
+
 func podVolume(p *v1.Pod, name string) *v1.Volume {
 	for i := range p.Spec.Volumes {
 		if p.Spec.Volumes[i].Name == name {
@@ -52,31 +63,43 @@ func podVolume(p *v1.Pod, name string) *v1.Volume {
 }
 
 // imageVolumeSupport tells whether the runtime mounts images as volumes
-// (CRI Mount.image): containerd from 2.1, CRI-O from 1.31; a runtime of
-// another name is trusted to refuse what it cannot do. The runtime's
-// version is asked once (again after an error).
-func (r *Runtime) imageVolumeSupport(ctx context.Context) error {
+// (CRI Mount.image) — with a sub path (Mount.image_sub_path) when subPath:
+// containerd from 2.1 (2.2 with sub paths), CRI-O from 1.31 (1.33); an
+// older one drops the fields it does not know and would mount nothing, or
+// the image's root. A runtime of another name is trusted to refuse what it
+// cannot do. The runtime's version is asked again after a minute (it may
+// have been upgraded in place) and after an error, never under the lock.
+func (r *Runtime) imageVolumeSupport(ctx context.Context, subPath bool) error {
 	r.versionMu.Lock()
-	defer r.versionMu.Unlock()
-	if r.version == nil {
+	v, at := r.version, r.versionAt
+	r.versionMu.Unlock()
+	if v == nil || r.cfg.Clock.Since(at) > time.Minute {
 		cctx, cancel := r.callCtx(ctx)
-		v, err := r.c.Version(cctx, &runtimeapi.VersionRequest{})
+		resp, err := r.c.Version(cctx, &runtimeapi.VersionRequest{})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("get runtime version: %w", translate(err))
 		}
-		r.version = v
+		v = resp
+		r.versionMu.Lock()
+		r.version, r.versionAt = v, r.cfg.Clock.Now()
+		r.versionMu.Unlock()
 	}
-	return imageVolumesSupported(r.version.RuntimeName, r.version.RuntimeVersion)
+	return imageVolumesSupported(v.RuntimeName, v.RuntimeVersion, subPath)
 }
 
 // imageVolumesSupported judges a runtime's name and version.
-func imageVolumesSupported(name, version string) error {
+func imageVolumesSupported(name, version string, subPath bool) error {
 	var major, minor int
-	switch name {
-	case "containerd":
+	what := "image volumes"
+	switch {
+	case name == "containerd" && subPath:
+		major, minor, what = 2, 2, "image volumes with a subPath"
+	case name == "containerd":
 		major, minor = 2, 1
-	case "cri-o":
+	case name == "cri-o" && subPath:
+		major, minor, what = 1, 33, "image volumes with a subPath"
+	case name == "cri-o":
 		major, minor = 1, 31
 	default:
 		return nil
@@ -85,7 +108,7 @@ func imageVolumesSupported(name, version string) error {
 	if !ok || maj > major || (maj == major && min >= minor) {
 		return nil
 	}
-	return fmt.Errorf("the container runtime (%s %s) does not support image volumes; %s %d.%d or newer does", name, version, name, major, minor)
+	return fmt.Errorf("the container runtime (%s %s) does not support %s; %s %d.%d or newer does", name, version, what, name, major, minor)
 }
 
 // majorMinor parses "v2.4.2", "1.6.20~ds1", "1.31.0".

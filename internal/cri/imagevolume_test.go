@@ -61,7 +61,7 @@ func TestImageVolumeMounted(t *testing.T) {
 // own image.
 func TestImageVolumePullPolicyAndErrors(t *testing.T) {
 	h := newHarness(t)
-	h.fake.SetVersion("containerd", "2.1.0")
+	h.fake.SetVersion("containerd", "2.2.0")
 	h.fake.AddImage("tools:1.0")
 	h.sync(imageVolumePod(v1.PullIfNotPresent))
 	for _, r := range only[*runtimeapi.PullImageRequest](h.fake.Calls(), "PullImage") {
@@ -71,7 +71,7 @@ func TestImageVolumePullPolicyAndErrors(t *testing.T) {
 	}
 
 	h2 := newHarness(t)
-	h2.fake.SetVersion("containerd", "2.1.0")
+	h2.fake.SetVersion("containerd", "2.2.0")
 	p := imageVolumePod(v1.PullNever)
 	res := h2.sync(p)
 	if w := res.Waiting["app"]; w.Reason != cri.ReasonErrImageNeverPull {
@@ -82,18 +82,47 @@ func TestImageVolumePullPolicyAndErrors(t *testing.T) {
 	}
 }
 
-// A runtime known not to mount images refuses the container with a
-// clear CreateContainerConfigError, never a mount without content.
+// A runtime known not to mount images (or not with a sub path) refuses
+// the container with a clear CreateContainerConfigError, never a mount
+// without content or of the wrong directory.
 func TestImageVolumeUnsupportedRuntime(t *testing.T) {
-	h := newHarness(t)
-	h.fake.SetVersion("containerd", "1.6.20~ds1")
-	res := h.sync(imageVolumePod(v1.PullAlways))
-	w := res.Waiting["app"]
-	want := `volume "tools": the container runtime (containerd 1.6.20~ds1) does not support image volumes; containerd 2.1 or newer does`
-	if w.Reason != cri.ReasonCreateContainerConfigError || w.Message != want {
-		t.Errorf("Waiting[app] = %+v, want CreateContainerConfigError %q", w, want)
+	whole := func() *v1.Pod {
+		p := imageVolumePod(v1.PullAlways)
+		p.Spec.Containers[0].VolumeMounts = p.Spec.Containers[0].VolumeMounts[:1]
+		return p
 	}
-	if slices.Contains(h.fake.Methods(), "CreateContainer") {
-		t.Errorf("CreateContainer called: %v", h.fake.Methods())
+	tests := []struct {
+		name, runtime, version string
+		pod                    *v1.Pod
+		want                   string // "": runs
+	}{
+		{name: "containerd 1.6", runtime: "containerd", version: "1.6.20~ds1", pod: whole(),
+			want: `volume "tools": the container runtime (containerd 1.6.20~ds1) does not support image volumes; containerd 2.1 or newer does`},
+		{name: "containerd 2.1, whole image", runtime: "containerd", version: "v2.1.5", pod: whole()},
+		{name: "containerd 2.1, sub path", runtime: "containerd", version: "v2.1.5", pod: imageVolumePod(v1.PullAlways),
+			want: `volume "tools": the container runtime (containerd v2.1.5) does not support image volumes with a subPath; containerd 2.2 or newer does`},
+		{name: "cri-o 1.32, sub path", runtime: "cri-o", version: "1.32.4", pod: imageVolumePod(v1.PullAlways),
+			want: `volume "tools": the container runtime (cri-o 1.32.4) does not support image volumes with a subPath; cri-o 1.33 or newer does`},
+		{name: "another runtime decides itself", runtime: "other", version: "0.1", pod: imageVolumePod(v1.PullAlways)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.fake.SetVersion(tt.runtime, tt.version)
+			res := h.sync(tt.pod)
+			w, created := res.Waiting["app"], slices.Contains(h.fake.Methods(), "CreateContainer")
+			if tt.want == "" {
+				if !created || w.Reason != "" {
+					t.Fatalf("not run: waiting %+v, methods %v", w, h.fake.Methods())
+				}
+				return
+			}
+			if w.Reason != cri.ReasonCreateContainerConfigError || w.Message != tt.want {
+				t.Errorf("Waiting[app] = %+v, want CreateContainerConfigError %q", w, tt.want)
+			}
+			if created {
+				t.Errorf("CreateContainer called: %v", h.fake.Methods())
+			}
+		})
 	}
 }

@@ -127,6 +127,7 @@ type Runtime struct {
 	// (imageVolumeSupport).
 	versionMu sync.Mutex
 	version   *runtimeapi.VersionResponse
+	versionAt time.Time
 }
 
 // New validates cfg and returns a Runtime.

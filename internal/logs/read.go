@@ -21,8 +21,14 @@ import (
 // Options select what Read writes: the kubelet's PodLogOptions, plus
 // what following needs.
 type Options struct {
-	// Previous reads the instance before the latest one.
+	// Previous reads the instance before the latest one — or the latest
+	// itself when LatestIsPrevious.
 	Previous bool
+	// LatestIsPrevious says the latest instance has exited and waits for
+	// its restart (the status shows it as the container's lastState, as
+	// the kubelet's does): --previous reads it, the kubelet's way, and not
+	// the one before, which the container GC may have collected.
+	LatestIsPrevious bool
 	// TailLines, when >= 0, starts that many lines before the end of
 	// what is there when the read starts; < 0 reads everything.
 	TailLines int64
@@ -65,7 +71,7 @@ func Read(ctx context.Context, dir *ContainerDir, opts Options, w io.Writer) err
 		return err
 	}
 	idx := len(restarts) - 1
-	if opts.Previous {
+	if opts.Previous && !opts.LatestIsPrevious {
 		idx--
 	}
 	if idx < 0 {
@@ -75,7 +81,7 @@ func Read(ctx context.Context, dir *ContainerDir, opts Options, w io.Writer) err
 		}
 		return fmt.Errorf("%w: %s in %s", ErrNotFound, what, dir.path)
 	}
-	follow := opts.Follow && idx == len(restarts)-1
+	follow := opts.Follow && !opts.Previous && idx == len(restarts)-1
 	r := newReader(dir, restarts[idx], opts, w)
 	defer r.close()
 	if follow {

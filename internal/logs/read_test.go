@@ -121,6 +121,10 @@ func TestRead(t *testing.T) {
 		{name: "previous", opts: Options{TailLines: -1, Previous: true}, want: lines("prev 1", "prev 2")},
 		{name: "previous, follow ends at its end", opts: Options{TailLines: -1, Previous: true, Follow: true},
 			want: lines("prev 1", "prev 2")},
+		{name: "previous when the latest exited and waits for its restart: the latest", opts: Options{TailLines: -1, Previous: true, LatestIsPrevious: true},
+			want: lines(fixtureLines...)},
+		{name: "previous of an exited latest is not followed", opts: Options{TailLines: 1, Previous: true, LatestIsPrevious: true, Follow: true},
+			want: lines("line 10")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/internal/logs"
+	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
 // containerLogs answers a container's log, as the kubelet's
@@ -46,6 +47,7 @@ func (s *Server) containerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer dir.Close()
+	opts.LatestIsPrevious = pod.LatestIsLastState(p, name)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if opts.Follow {

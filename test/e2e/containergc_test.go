@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -68,6 +69,16 @@ spec:
 				return n >= 3 && slices.Equal(got, want)
 			})
 			t.Log(last)
+			// --previous is the status's lastState, as the kubelet reads it:
+			// the newest instance while it waits for its restart (the one
+			// before it is collected then), else the newest dead one.
+			eventually(t, 15*time.Second, "nodeagent logs --previous of the crash-looping container", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				out, errs, err := a.logsCLI(ctx, "--previous", "crash")
+				last = fmt.Sprintf("out %q, err %v: %s", out, err, errs)
+				return err == nil && out == "instance\n"
+			})
 			// Collected instances' logs are gone with them, kept ones are
 			// there (the GC removes a container, then its logs).
 			p := a.status("crash")
