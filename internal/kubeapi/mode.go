@@ -90,11 +90,14 @@ func (m *Mode) NodeUID() types.UID {
 	return ""
 }
 
-// NodeRegistered hears that the Node was (re-)registered with uid (the
-// node manager's OnRegistered).
+// NodeRegistered hears that the Node was (re-)registered with uid, or
+// deleted ("": mirror pods wait for its registration again) — the node
+// manager's OnRegistered.
 func (m *Mode) NodeRegistered(uid types.UID) {
 	m.nodeUID.Store(&uid)
-	m.Status.NodeRegistered()
+	if uid != "" {
+		m.Status.NodeRegistered()
+	}
 }
 
 // StaticPods tells the status writer a static source's pods (nil-safe).
@@ -132,10 +135,12 @@ func (m *Mode) Run(ctx context.Context, sink func([]*v1.Pod), resyncNamespace fu
 	if err != nil {
 		return err
 	}
-	m.Pods.Start(ctx)
-	m.Objects.Start(ctx)
-	m.RuntimeClasses.Start(ctx)
+	// The informers stop with the group: their Shutdown below cannot wait
+	// for a context that outlives Run.
 	g, gctx := errgroup.WithContext(ctx)
+	m.Pods.Start(gctx)
+	m.Objects.Start(gctx)
+	m.RuntimeClasses.Start(gctx)
 	g.Go(func() error {
 		for {
 			select {

@@ -68,7 +68,8 @@ type Config struct {
 	OnPodCIDRs func([]string)
 	// OnRegistered, if set, is called when the Node is first seen (or
 	// seen with a new UID: registered again), with that UID: mirror
-	// pods need it.
+	// pods need it; and with "" when the Node is deleted (no mirror pod
+	// may be owned by the gone UID).
 	OnRegistered func(uid types.UID)
 	Recorder     record.EventRecorder
 	Clock        clock.WithTicker
@@ -144,6 +145,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.mu.Lock()
 			m.uid = ""
 			m.mu.Unlock()
+			if m.cfg.OnRegistered != nil {
+				m.cfg.OnRegistered("")
+			}
 			select {
 			case m.register <- struct{}{}:
 			default:
