@@ -3,12 +3,11 @@ package cri
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -88,36 +87,27 @@ func (r *Runtime) imageVolumeSupport(ctx context.Context, subPath bool) error {
 	return imageVolumesSupported(v.RuntimeName, v.RuntimeVersion, subPath)
 }
 
-// imageVolumesSupported judges a runtime's name and version.
-func imageVolumesSupported(name, version string, subPath bool) error {
-	var major, minor int
+// imageVolumesSupported judges a runtime's name and version (a version
+// it cannot parse is given the benefit of the doubt).
+func imageVolumesSupported(name, ver string, subPath bool) error {
+	var need *version.Version
 	what := "image volumes"
 	switch {
 	case name == "containerd" && subPath:
-		major, minor, what = 2, 2, "image volumes with a subPath"
+		need, what = version.MajorMinor(2, 2), "image volumes with a subPath"
 	case name == "containerd":
-		major, minor = 2, 1
+		need = version.MajorMinor(2, 1)
 	case name == "cri-o" && subPath:
-		major, minor, what = 1, 33, "image volumes with a subPath"
+		need, what = version.MajorMinor(1, 33), "image volumes with a subPath"
 	case name == "cri-o":
-		major, minor = 1, 31
+		need = version.MajorMinor(1, 31)
 	default:
 		return nil
 	}
-	maj, min, ok := majorMinor(version)
-	if !ok || maj > major || (maj == major && min >= minor) {
+	have, err := version.ParseGeneric(ver)
+	if err != nil || have.AtLeast(need) {
 		return nil
 	}
-	return fmt.Errorf("the container runtime (%s %s) does not support %s; %s %d.%d or newer does", name, version, what, name, major, minor)
-}
-
-// majorMinor parses "v2.4.2", "1.6.20~ds1", "1.31.0".
-func majorMinor(v string) (int, int, bool) {
-	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	return maj, min, err1 == nil && err2 == nil
+	return fmt.Errorf("the container runtime (%s %s) does not support %s; %s %d.%d or newer does",
+		name, ver, what, name, need.Major(), need.Minor())
 }

@@ -333,13 +333,20 @@ func (m *Manager) IsTerminating(uid pod.UID) bool {
 
 // Pods implements Reader.
 func (m *Manager) Pods() []*v1.Pod {
+	out := m.Unordered()
+	sortPods(out)
+	return out
+}
+
+// Unordered is Pods in no order: the loop's own reads (admission beside
+// the others, housekeeping), which need no sort on their path.
+func (m *Manager) Unordered() []*v1.Pod {
 	m.mu.RLock()
+	defer m.mu.RUnlock()
 	out := make([]*v1.Pod, 0, len(m.pods))
 	for _, p := range m.pods {
 		out = append(out, p)
 	}
-	m.mu.RUnlock()
-	sortPods(out)
 	return out
 }
 

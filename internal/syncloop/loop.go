@@ -373,7 +373,7 @@ func (l *Loop) HandlePodUpdates(pods []*v1.Pod) {
 // activeOthers are the admitted pods that are not finished: what a new
 // pod is admitted beside (the kubelet's filterOutInactivePods).
 func (l *Loop) activeOthers() []*v1.Pod {
-	pods := l.pods.Pods()
+	pods := l.pods.Unordered()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := pods[:0]
@@ -581,7 +581,7 @@ func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
 	if l.cfg.Housekeeping == nil {
 		return
 	}
-	pods := l.pods.Pods()
+	pods := l.pods.Unordered()
 	active := make(map[pod.UID]bool, len(pods)+len(snap))
 	for _, p := range pods {
 		active[p.UID] = true
