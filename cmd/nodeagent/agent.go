@@ -56,9 +56,10 @@ type agent struct {
 	podNet                      *podNetwork
 	runtimeHealth               *cri.HealthPoller
 	runtimeName, runtimeVersion string
-	statuses                    *status.Manager
-	// connectAPI: nil in standalone mode
-	api *kubeapi.Mode
+	// connectAPI: api is nil in standalone mode
+	api    *kubeapi.Mode
+	pub    status.Publisher
+	events *status.Events
 	// newPodParts
 	probes         *prober.Manager
 	puller         *images.Puller
@@ -70,6 +71,7 @@ type agent struct {
 	capacity       v1.ResourceList
 	allocatable    v1.ResourceList
 	allocs         *allocation.Manager
+	statuses       *status.Manager
 	desired        *podmanager.Manager // the desired pods: the loop writes, the others read
 	// newRuntime, newSources, newLoop, newEviction, newReaders
 	rt          *cri.Runtime
@@ -118,8 +120,8 @@ func (a *agent) identify(context.Context) error {
 }
 
 // connectRuntime dials the CRI runtime (measured: the metrics come
-// first), sets up the pod network's readiness and the runtime's health,
-// and makes the status manager, named after the runtime.
+// first) and sets up the pod network's readiness and the runtime's
+// health.
 func (a *agent) connectRuntime(ctx context.Context) error {
 	o, log := a.o, a.log
 	if o.PodCIDR != "" {
@@ -151,17 +153,18 @@ func (a *agent) connectRuntime(ctx context.Context) error {
 	if o.PodCIDR != "" {
 		passPodCIDR(ctx, conn, o, o.PodCIDR, log)
 	}
-	a.statuses, err = status.NewManager(a.statusDir, a.nodeName, a.runtimeName, a.nodeIP, a.clk, log)
-	return err
+	return nil
 }
 
-// connectAPI starts API mode with --kubeconfig; the statuses are
-// published to the pod start tracker, then the API server.
+// connectAPI starts API mode with --kubeconfig; the statuses and events
+// are published to the pod start tracker, then the API server (only the
+// tracker standalone), from the events recorder on.
 func (a *agent) connectAPI(ctx context.Context) (err error) {
 	if a.api, err = connectAPI(ctx, a.o, a.nodeName, a.clk, a.log); err != nil {
 		return err
 	}
-	a.statuses.SetPublisher(podStartPublisher(a.api, a.mets.PodStart))
+	a.pub = podStartPublisher(a.api, a.mets.PodStart)
+	a.events = status.NewEvents(a.statusDir, a.nodeName, a.pub, a.clk, a.log)
 	return nil
 }
 
@@ -171,10 +174,9 @@ func (a *agent) connectAPI(ctx context.Context) (err error) {
 func (a *agent) newPodParts(ctx context.Context) (err error) {
 	o, clk, log := a.o, a.clk, a.log
 	a.runtimeHealth.Poll(ctx)
-	if a.probes, err = prober.New(prober.Config{Runtime: a.conn, Clock: clk, Logger: log, Recorder: a.statuses, NodeIP: a.nodeIP}); err != nil {
+	if a.probes, err = prober.New(prober.Config{Runtime: a.conn, Clock: clk, Logger: log, Recorder: a.events, NodeIP: a.nodeIP}); err != nil {
 		return err
 	}
-	a.statuses.SetProbes(a.probes)
 	// The image manager: pulls (limit, shared pulls) and image GC.
 	a.puller, err = images.NewPuller(images.PullerConfig{Client: a.conn, Clock: clk, Logger: log,
 		Serialize: *o.SerializeImagePulls, MaxParallel: int(*o.MaxParallelImagePulls), StatusTimeout: o.RuntimeRequestTimeout.Duration,
@@ -203,12 +205,15 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	// The allocation manager (in-place resize): resizes are decided
 	// beside the active pods of the pod manager, which the loop fills.
 	a.desired = podmanager.New()
-	a.allocs, err = newAllocations(o, a.allocatable, a.statuses, a.desired.ActivePods, clk, log)
+	a.allocs, err = newAllocations(o, a.allocatable, a.events, a.desired.ActivePods, clk, log)
 	if err != nil {
 		return err
 	}
-	a.statuses.SetResizes(a.allocs)
-	return nil
+	// The status manager, named after the runtime, over the probes'
+	// verdicts and the allocations.
+	a.statuses, err = status.NewManager(status.Config{Dir: a.statusDir, Node: a.nodeName, RuntimeName: a.runtimeName, HostIP: a.nodeIP,
+		Events: a.events, Probes: a.probes, Resizes: a.allocs, Publisher: a.pub, Clock: clk, Logger: log})
+	return err
 }
 
 // newRuntime builds the CRI runtime that syncs pods.
@@ -223,7 +228,7 @@ func (a *agent) newRuntime(context.Context) (err error) {
 		CallTimeout: o.RuntimeRequestTimeout.Duration, PullTimeout: o.imagePullTimeout,
 		CrashLoop: backoff.New(a.clk, 10*time.Second, o.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, 10*time.Minute),
 		NodeName:  a.nodeName, NodeIP: a.nodeIP, NodeAllocatable: a.allocatable,
-		Recorder:      a.statuses,
+		Recorder:      a.events,
 		NetworkHealth: a.podNet.PodErr,
 		Objects:       a.api.PodObjects(),
 		// A pod's runtimeClassName → the handler its sandbox runs with.
@@ -388,7 +393,7 @@ func (a *agent) newReaders(context.Context) error {
 		return err
 	}
 	a.readers = server.Config{NodeName: a.nodeName, Health: a.health, Metrics: a.mets.Handler(a.health), Stats: nodeStats,
-		Resource: nodeStats.ResourceHandler(), Pods: func() ([]*v1.Pod, error) { return status.List(a.statusDir) }, Logger: a.log}
+		Resource: nodeStats.ResourceHandler(), Pods: func() ([]*v1.Pod, error) { return a.statuses.Pods(), nil }, Logger: a.log}
 	return nil
 }
 

@@ -91,7 +91,11 @@ func (a *agent) serveEndpoints(ctx context.Context, g *errgroup.Group) error {
 // runBesideLoop runs the loop and the work beside it: CRI calls the
 // loop never makes itself.
 func (a *agent) runBesideLoop(ctx context.Context, g *errgroup.Group) {
-	g.Go(func() error { a.loop.Run(ctx); return nil })
+	// The status and events files are written until the loop and its
+	// workers have ended, so the files show their last word.
+	filesCtx, filesDone := context.WithCancel(context.WithoutCancel(ctx))
+	g.Go(func() error { return a.statuses.Run(filesCtx) })
+	g.Go(func() error { defer filesDone(); a.loop.Run(ctx); return nil })
 	g.Go(func() error { a.logRotation.Run(ctx); return nil })
 	// The CPU manager's reconcile: it pushes cpusets with CRI calls.
 	g.Go(func() error { a.cpuMgr.Run(ctx, a.plegG); return nil })

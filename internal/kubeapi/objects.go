@@ -74,7 +74,7 @@ const objectTTL = 2 * time.Second
 // NewObjects returns an Objects; Start starts its service informer.
 // checkpoint ("" for none) is where the services are kept between runs.
 func NewObjects(cs kubernetes.Interface, c clock.WithTicker, checkpoint string, log *zap.Logger) *Objects {
-	f := informers.NewSharedInformerFactory(cs, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields))
 	svc := f.Core().V1().Services()
 	o := &Objects{cs: cs, clock: c, services: svc.Lister(), synced: svc.Informer().HasSynced, factory: f,
 		cache: map[string]cached{}, checkpoint: checkpoint, poke: make(chan struct{}, 1), log: log.Named("objects"), started: c.Now(),

@@ -79,3 +79,15 @@ func TestServiceEnvBeforeTheServicesAreRead(t *testing.T) {
 		t.Fatalf("env %v, err %v", env, err)
 	}
 }
+
+func TestInformersCacheNoManagedFields(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	got, err := stripManagedFields(p)
+	if err != nil || got.(*v1.Pod).ManagedFields != nil || got.(*v1.Pod).Name != "a" {
+		t.Fatalf("stripped to %+v, %v", got, err)
+	}
+	// Tombstones and other non-objects pass through.
+	if got, err := stripManagedFields("x"); got != "x" || err != nil {
+		t.Fatalf("non-object became %v, %v", got, err)
+	}
+}

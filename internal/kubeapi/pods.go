@@ -31,7 +31,7 @@ type NodePods struct {
 func NewNodePods(cs kubernetes.Interface, node string) *NodePods {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}))
+	}), informers.WithTransform(stripManagedFields))
 	inf := f.Core().V1().Pods()
 	return &NodePods{Informer: inf.Informer(), Lister: inf.Lister(), factory: f, synced: inf.Informer().HasSynced}
 }
@@ -54,4 +54,14 @@ func writeFileAtomic(path string, body []byte, mode os.FileMode) error {
 		return err
 	}
 	return atomicfile.Write(path, body, mode, true)
+}
+
+// stripManagedFields drops an object's managed fields before the
+// informer caches it: no part of the agent reads them, and they are often
+// the larger part of a pod's metadata.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

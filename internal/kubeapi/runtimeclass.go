@@ -27,7 +27,7 @@ type RuntimeClasses struct {
 // NewRuntimeClasses returns RuntimeClasses over cs; Start starts its
 // informer.
 func NewRuntimeClasses(cs kubernetes.Interface) *RuntimeClasses {
-	f := informers.NewSharedInformerFactory(cs, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields))
 	rc := f.Node().V1().RuntimeClasses()
 	return &RuntimeClasses{factory: f, lister: rc.Lister(), synced: rc.Informer().HasSynced}
 }

@@ -1,6 +1,7 @@
 package podsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,13 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -66,6 +68,24 @@ type API struct {
 	cfg  APIConfig
 	log  *zap.Logger
 	poke chan struct{}
+
+	mu sync.Mutex
+	// dirty holds the namespace/name keys of the pods changed since the
+	// last hand-over: only those are looked at again, so a change costs
+	// the work of one pod, not of every pod on the node.
+	dirty map[string]bool
+
+	// handed is what was handed over last, by key (Run's own).
+	handed map[string]handed
+}
+
+// handed is one pod handed over: the informer's object it was made from
+// (the same pointer means nothing to redo), the marked copy, and that
+// copy as JSON for the checkpoint.
+type handed struct {
+	from *v1.Pod
+	pod  *v1.Pod
+	json []byte
 }
 
 // NewAPI registers the source's handlers on the informer.
@@ -76,23 +96,42 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.CheckpointWait <= 0 {
 		cfg.CheckpointWait = 5 * time.Second
 	}
-	s := &API{cfg: cfg, log: cfg.Logger.Named("apisource"), poke: make(chan struct{}, 1)}
-	poke := func() {
-		select {
-		case s.poke <- struct{}{}:
-		default:
-		}
-	}
+	s := &API{cfg: cfg, log: cfg.Logger.Named("apisource"), poke: make(chan struct{}, 1),
+		dirty: map[string]bool{}, handed: map[string]handed{}}
 	_, err := cfg.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() },
+		AddFunc: s.changed,
 		UpdateFunc: func(o, n any) {
 			if handedOverChanged(o, n) {
-				poke()
+				s.changed(n)
 			}
 		},
-		DeleteFunc: func(any) { poke() },
+		DeleteFunc: s.changed,
 	})
 	return s, err
+}
+
+// changed marks obj's key dirty and wakes Run.
+func (s *API) changed(obj any) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.dirty[key] = true
+	s.mu.Unlock()
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
+}
+
+// takeDirty returns the keys changed since the last call.
+func (s *API) takeDirty() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dirty
+	s.dirty = map[string]bool{}
+	return d
 }
 
 // Run hands over the set after every change until ctx ends.
@@ -120,6 +159,14 @@ func (s *API) Run(ctx context.Context) error {
 		}
 	}
 	s.log.Info("API pods synced")
+	s.takeDirty() // the first hand-over looks at every pod
+	all, _ := s.cfg.Lister.List(labels.Everything())
+	for _, p := range all {
+		key, err := cache.MetaNamespaceKeyFunc(p)
+		if err == nil {
+			s.update(key, p)
+		}
+	}
 	var last []byte
 	for {
 		pods := s.current()
@@ -130,17 +177,44 @@ func (s *API) Run(ctx context.Context) error {
 			return nil
 		case <-s.poke:
 		}
+		for key := range s.takeDirty() {
+			ns, name, err := cache.SplitMetaNamespaceKey(key)
+			if err != nil {
+				continue
+			}
+			p, err := s.cfg.Lister.Pods(ns).Get(name)
+			if err != nil {
+				p = nil // gone
+			}
+			s.update(key, p)
+		}
 	}
 }
 
+// update records what key hands over now: p marked (nil, or a mirror
+// pod: nothing).
+func (s *API) update(key string, p *v1.Pod) {
+	if p == nil || IsMirror(p) {
+		delete(s.handed, key)
+		return
+	}
+	if h, ok := s.handed[key]; ok && h.from == p {
+		return
+	}
+	m := MarkAPI(p)
+	body, err := json.Marshal(m)
+	if err != nil {
+		body = nil
+	}
+	s.handed[key] = handed{from: p, pod: m, json: body}
+}
+
+// current is the set to hand over, sorted by UID; the pods not changed
+// since the last hand-over are the same pointers (the Mux skips them).
 func (s *API) current() []*v1.Pod {
-	all, _ := s.cfg.Lister.List(labels.Everything())
-	out := make([]*v1.Pod, 0, len(all))
-	for _, p := range all {
-		if IsMirror(p) {
-			continue
-		}
-		out = append(out, MarkAPI(p))
+	out := make([]*v1.Pod, 0, len(s.handed))
+	for _, h := range s.handed {
+		out = append(out, h.pod)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
 	return out
@@ -158,7 +232,27 @@ func handedOverChanged(o, n any) bool {
 	if IsMirror(op) && IsMirror(np) {
 		return false // never handed over
 	}
-	return !apiequality.Semantic.DeepEqual(MarkAPI(op), MarkAPI(np))
+	// MarkAPI's view, compared without copying either pod.
+	om, nm := op.ObjectMeta, np.ObjectMeta
+	om.ResourceVersion, nm.ResourceVersion = "", ""
+	om.ManagedFields, nm.ManagedFields = nil, nil
+	return !apiequality.Semantic.DeepEqual(om, nm) || !apiequality.Semantic.DeepEqual(op.Spec, np.Spec) ||
+		!apiequality.Semantic.DeepEqual(handedStatus(op), handedStatus(np))
+}
+
+// handedStatus is the part of p's status MarkAPI keeps.
+func handedStatus(p *v1.Pod) v1.PodStatus {
+	var s v1.PodStatus
+	if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+		s.Phase, s.Reason, s.Message = p.Status.Phase, p.Status.Reason, p.Status.Message
+	}
+	s.StartTime = p.Status.StartTime // activeDeadlineSeconds counts from it, across agent restarts
+	for _, g := range p.Spec.ReadinessGates {
+		if cond := podCondition(p.Status.Conditions, g.ConditionType); cond != nil {
+			s.Conditions = append(s.Conditions, *cond)
+		}
+	}
+	return s
 }
 
 // markAPI returns a copy of the informer's pod (never modified in place)
@@ -173,15 +267,8 @@ func handedOverChanged(o, n any) bool {
 func MarkAPI(p *v1.Pod) *v1.Pod {
 	c := &v1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: *p.ObjectMeta.DeepCopy(), Spec: *p.Spec.DeepCopy()}
 	c.ResourceVersion, c.ManagedFields = "", nil
-	if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-		c.Status.Phase, c.Status.Reason, c.Status.Message = p.Status.Phase, p.Status.Reason, p.Status.Message
-	}
-	c.Status.StartTime = p.Status.StartTime // activeDeadlineSeconds counts from it, across agent restarts
-	for _, g := range p.Spec.ReadinessGates {
-		if cond := podCondition(p.Status.Conditions, g.ConditionType); cond != nil {
-			c.Status.Conditions = append(c.Status.Conditions, *cond)
-		}
-	}
+	st := handedStatus(p)
+	c.Status = *st.DeepCopy()
 	if c.Annotations == nil {
 		c.Annotations = map[string]string{}
 	}
@@ -195,9 +282,10 @@ func (s *API) checkpoint(pods []*v1.Pod, last []byte) []byte {
 		return nil
 	}
 	// The pods carry no status (markAPI): only what to run; statuses come
-	// back from the runtime.
-	body, err := json.Marshal(&v1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}, Items: derefPods(pods)})
-	if err != nil || string(body) == string(last) {
+	// back from the runtime. The list is put together from each pod's
+	// JSON, made once when it changed.
+	body, err := s.listJSON(pods)
+	if err != nil || bytes.Equal(body, last) {
 		return last
 	}
 	if err := writeCheckpoint(s.cfg.Checkpoint, body); err != nil {
@@ -207,12 +295,27 @@ func (s *API) checkpoint(pods []*v1.Pod, last []byte) []byte {
 	return body
 }
 
-func derefPods(ps []*v1.Pod) []v1.Pod {
-	out := make([]v1.Pod, len(ps))
-	for i, p := range ps {
-		out[i] = *p
+// listJSON is pods as a v1.PodList in JSON, from the JSON update made
+// of each.
+func (s *API) listJSON(pods []*v1.Pod) ([]byte, error) {
+	byUID := make(map[types.UID][]byte, len(s.handed))
+	for _, h := range s.handed {
+		byUID[h.pod.UID] = h.json
 	}
-	return out
+	var b bytes.Buffer
+	b.WriteString(`{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[`)
+	for i, p := range pods {
+		j := byUID[p.UID]
+		if j == nil {
+			return nil, fmt.Errorf("pod %s: not encoded", pod.FullName(p))
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(j)
+	}
+	b.WriteString("]}")
+	return b.Bytes(), nil
 }
 
 func readCheckpoint(path string) ([]*v1.Pod, error) {

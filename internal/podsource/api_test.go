@@ -224,3 +224,42 @@ func TestOnlyChangesOfWhatIsHandedOverWakeTheSource(t *testing.T) {
 		}
 	}
 }
+
+// A change hands over the set again with only the changed pod made anew:
+// the others are the same objects (the Mux skips them without a diff),
+// and the checkpoint follows.
+func TestAPISourceRedoesOnlyTheChangedPod(t *testing.T) {
+	r := newSourceRig(t)
+	a, b := apiPod("u1", "a", v1.PodRunning), apiPod("u2", "b", v1.PodRunning)
+	r.inf.GetStore().Add(a)
+	r.inf.GetStore().Add(b)
+	r.synced.Store(true)
+	r.run(t)
+	first := r.next(t)
+	if len(first) != 2 {
+		t.Fatalf("handed over %v, want u1 and u2", first)
+	}
+
+	a2 := a.DeepCopy()
+	a2.Labels = map[string]string{"tier": "web"}
+	r.inf.GetStore().Update(a2)
+	r.src.changed(a2) // what the informer's update handler calls
+	second := r.next(t)
+	if len(second) != 2 || second[0].Labels["tier"] != "web" || second[0] == first[0] {
+		t.Fatalf("handed over %v, want u1 anew with its label", second)
+	}
+	if second[1] != first[1] {
+		t.Fatal("the unchanged u2 was made anew")
+	}
+
+	r.inf.GetStore().Delete(b)
+	r.src.changed(cache.DeletedFinalStateUnknown{Key: "default/b", Obj: b})
+	third := r.next(t)
+	if len(third) != 1 || third[0] != second[0] {
+		t.Fatalf("handed over %v, want only u1, unchanged", third)
+	}
+	ck, err := readCheckpoint(r.ckpt)
+	if err != nil || len(ck) != 1 || ck[0].UID != "u1" || ck[0].Labels["tier"] != "web" || !IsAPIPod(ck[0]) {
+		t.Fatalf("checkpoint %v, %v; want u1 with its label", ck, err)
+	}
+}

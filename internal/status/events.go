@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -17,20 +19,59 @@ import (
 // maxEvents is how many distinct events a pod keeps (oldest dropped).
 const maxEvents = 30
 
-// Event records an event about a pod, as the kubelet would post it to the
-// API server: repeated events (same type, reason and message) are counted,
-// not duplicated. The pod's events go to <ns>_<name>.events.json (a
-// v1.EventList), which `nodeagent describe` prints.
-func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
-	now := metav1.NewTime(m.clock.Now())
-	m.mu.Lock()
-	evs := m.events[p.UID]
+// EventPublisher receives each event recorded (API mode: the API
+// server's event writer). Its method must not block (it queues).
+type EventPublisher interface {
+	PodEvent(p *v1.Pod, eventType, reason, message string)
+}
+
+// Events records the pods' events, as the kubelet would post them to the
+// API server: repeated events (same type, reason and message) are
+// counted, not duplicated. A pod's events go to <ns>_<name>.events.json
+// in the status directory (a v1.EventList), which `nodeagent describe`
+// prints. It is built before the parts that record events (the prober,
+// the allocation manager, the runtime) and the Manager, which reads none
+// of them: so no part needs the Manager to exist first.
+type Events struct {
+	dir, node string
+	clock     clock.PassiveClock
+	log       *zap.Logger
+	pub       EventPublisher
+
+	mu     sync.Mutex
+	events map[pod.UID][]v1.Event
+	// owner is the pod whose events a file holds: the files of a name
+	// belong to the pod that published there last (an old version's
+	// Killing events must not replace the new one's). The Manager moves
+	// it when it publishes a status (own).
+	owner map[string]pod.UID
+	// files queues the events files to write (the Manager's Run writes
+	// them); wmu serialises writing and removing them (taken before mu).
+	files *queue
+	wmu   sync.Mutex
+}
+
+// NewEvents records events into the status directory dir (the Manager's;
+// it creates it), each also handed to pub (nil: none).
+func NewEvents(dir, node string, pub EventPublisher, c clock.PassiveClock, log *zap.Logger) *Events {
+	e := &Events{dir: dir, node: node, clock: c, log: log.Named("events"), pub: pub,
+		events: map[pod.UID][]v1.Event{}, owner: map[string]pod.UID{}}
+	e.files = newQueue(e.write)
+	return e
+}
+
+// Event records an event about p.
+func (e *Events) Event(p *v1.Pod, eventType, reason, message string) {
+	now := metav1.NewTime(e.clock.Now())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	evs := e.events[p.UID]
 	found := false
 	for i := range evs {
-		e := &evs[i]
-		if e.Type == eventType && e.Reason == reason && e.Message == message {
-			e.Count++
-			e.LastTimestamp = now
+		ev := &evs[i]
+		if ev.Type == eventType && ev.Reason == reason && ev.Message == message {
+			ev.Count++
+			ev.LastTimestamp = now
 			found = true
 			break
 		}
@@ -41,35 +82,80 @@ func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
 			InvolvedObject: v1.ObjectReference{Kind: "Pod", Name: p.Name, Namespace: p.Namespace, UID: p.UID, APIVersion: "v1"},
 			Type:           eventType, Reason: reason, Message: message, Count: 1,
 			FirstTimestamp: now, LastTimestamp: now,
-			Source: v1.EventSource{Component: "nodeagent", Host: m.node},
+			Source: v1.EventSource{Component: "nodeagent", Host: e.node},
 		})
 		if len(evs) > maxEvents {
 			evs = evs[len(evs)-maxEvents:]
 		}
 	}
-	m.events[p.UID] = evs
-	if m.pub != nil {
-		m.pub.PodEvent(p, eventType, reason, message)
+	e.events[p.UID] = evs
+	if e.pub != nil {
+		e.pub.PodEvent(p, eventType, reason, message)
 	}
-	defer m.mu.Unlock()
-	// The files of a name belong to the pod that published there last (an
-	// old version's Killing events must not replace the new one's).
-	if o, ok := m.owner[m.path(p)]; ok && o != p.UID {
+	path := e.path(p)
+	if o, ok := e.owner[path]; ok && o != p.UID {
 		return
 	}
-	m.owner[m.path(p)] = p.UID
-	list := v1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: append([]v1.Event(nil), evs...)}
-	body, err := json.MarshalIndent(list, "", "  ")
-	if err == nil {
-		err = writeAtomic(m.eventsPath(p), body)
+	e.owner[path] = p.UID
+	e.files.add(p)
+}
+
+// write writes p's events file as its events are now, if p owns it.
+func (e *Events) write(p *v1.Pod) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	path := e.path(p)
+	e.mu.Lock()
+	evs := e.events[p.UID]
+	owned := e.owner[path] == p.UID
+	var body []byte
+	var err error
+	if owned && len(evs) > 0 {
+		body, err = json.MarshalIndent(v1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}, Items: evs}, "", "  ")
+	}
+	e.mu.Unlock()
+	if body != nil {
+		err = writeAtomic(path, body)
 	}
 	if err != nil {
-		m.log.Warn("write events file", zap.String("pod", pod.FullName(p)), zap.Error(err))
+		e.log.Warn("write events file", zap.String("pod", pod.FullName(p)), zap.Error(err))
 	}
 }
 
-func (m *Manager) eventsPath(p *v1.Pod) string {
-	return filepath.Join(m.dir, fileBase(p)+".events.json")
+// own makes p's the events its name's file shows: the Manager published
+// p's status there. The file is rewritten when it held another pod's.
+func (e *Events) own(p *v1.Pod) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	path := e.path(p)
+	if o, ok := e.owner[path]; ok && o == p.UID {
+		return
+	}
+	e.owner[path] = p.UID
+	if len(e.events[p.UID]) > 0 {
+		e.files.add(p)
+	}
+}
+
+// removed forgets p's events and removes its file when p owns it.
+func (e *Events) removed(p *v1.Pod) {
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.events, p.UID)
+	path := e.path(p)
+	if e.owner[path] != p.UID {
+		return // another pod of the same name owns the file now
+	}
+	delete(e.owner, path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		e.log.Warn("remove events file", zap.String("pod", pod.FullName(p)), zap.Error(err))
+	}
+}
+
+func (e *Events) path(p *v1.Pod) string {
+	return filepath.Join(e.dir, fileBase(p)+".events.json")
 }
 
 // ReadEvents reads a pod's events from dir, oldest first.

@@ -14,6 +14,7 @@ func TestEventsAreCountedAndRemovedWithThePod(t *testing.T) {
 	m.Event(mgrPodA, v1.EventTypeNormal, "Pulled", "pulled x")
 	m.Event(mgrPodA, v1.EventTypeWarning, "BackOff", "back-off")
 	m.Event(mgrPodA, v1.EventTypeWarning, "BackOff", "back-off")
+	m.flush()
 	evs, err := ReadEvents(dir, mgrPodA)
 	if err != nil {
 		t.Fatal(err)
@@ -26,11 +27,13 @@ func TestEventsAreCountedAndRemovedWithThePod(t *testing.T) {
 	}
 	// Event files are not pods.
 	m.Synced(mgrPodA, nil, pod.SyncResult{})
+	m.flush()
 	pods, err := List(dir)
 	if err != nil || len(pods) != 1 {
 		t.Fatalf("List = %d pods, %v", len(pods), err)
 	}
 	m.Removed(mgrPodA)
+	m.flush()
 	if evs, _ := ReadEvents(dir, mgrPodA); len(evs) != 0 {
 		t.Fatalf("events left after removal: %+v", evs)
 	}
@@ -39,6 +42,7 @@ func TestEventsAreCountedAndRemovedWithThePod(t *testing.T) {
 func TestRefusalIsAnEvent(t *testing.T) {
 	m, dir, _ := newManager(t)
 	m.Refused(mgrPodA, "NodeAffinity", "no match")
+	m.flush()
 	evs, _ := ReadEvents(dir, mgrPodA)
 	if len(evs) != 1 || evs[0].Type != v1.EventTypeWarning || evs[0].Reason != "NodeAffinity" {
 		t.Fatalf("events %+v", evs)
@@ -64,7 +68,7 @@ func TestNewManagerForgetsAnEarlierRun(t *testing.T) {
 	m, dir, _ := newManager(t)
 	m.Synced(mgrPodA, nil, pod.SyncResult{})
 	m.Event(mgrPodA, v1.EventTypeNormal, "Started", "x")
-	if _, err := NewManager(dir, "node1", "containerd", "", m.clock, m.log); err != nil {
+	if _, err := NewManager(Config{Dir: dir, Node: "node1", RuntimeName: "containerd", Events: m.events, Clock: m.clock, Logger: m.log}); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)

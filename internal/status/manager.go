@@ -2,6 +2,7 @@ package status
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,8 +41,10 @@ type Manager struct {
 	// not delete the new one's files.
 	owner    map[string]pod.UID
 	last     map[pod.UID]v1.PodStatus
-	events   map[pod.UID][]v1.Event
 	problems map[string]map[string]string
+	// events records the pods' events; the Manager moves their files'
+	// ownership with its own and removes them with the pod.
+	events *Events
 	// pods is the newest spec published per UID, so that a status can be
 	// rewritten without a sync (terminating, runtime unreachable).
 	pods map[pod.UID]*v1.Pod
@@ -60,18 +63,21 @@ type Manager struct {
 	// reach the runtime, so its outages do not make them Unknown.
 	refused map[pod.UID]bool
 	// probes, if set, gives the containers' startup and readiness
-	// verdicts. Set before the loop runs.
+	// verdicts.
 	probes pod.ProbeResults
 	// resizes, if set, gives the in-place resize fields (allocated
-	// resources, resources in effect, resize conditions). Set before the
-	// loop runs.
+	// resources, resources in effect, resize conditions).
 	resizes Resizes
-	// pub, if set, receives every published status, removal and event
-	// (API mode: the API server's writer).
+	// pub, if set, receives every published status and removal (API
+	// mode: the API server's writer).
 	pub Publisher
+	// files queues the status files to write: the loop (admission,
+	// termination, health) and the pods' workers publish, the queue's
+	// writer (Run) writes, each file once however often it was queued
+	// meanwhile.
+	files *queue
 	// wmu serialises writing and removing status files (taken before mu),
-	// so that a file always ends up showing the newest state: the loop
-	// (admission, termination, health) and the pod's worker both publish.
+	// so that a file always ends up showing the newest state.
 	wmu sync.Mutex
 }
 
@@ -87,38 +93,9 @@ type Publisher interface {
 	PodEvent(p *v1.Pod, eventType, reason, message string)
 }
 
-// SetPublisher makes pub receive what the Manager publishes from now on;
-// call it before the sync loop runs.
-func (m *Manager) SetPublisher(pub Publisher) {
-	m.mu.Lock()
-	m.pub = pub
-	m.mu.Unlock()
-}
-
-// SetProbes makes statuses show the probes' verdicts; call it before the
-// sync loop runs.
-func (m *Manager) SetProbes(r pod.ProbeResults) {
-	m.mu.Lock()
-	m.probes = r
-	m.mu.Unlock()
-}
-
-// SetResizes makes statuses show in-place resize: each resizable
-// container's allocatedResources and resources, and the pod's
-// PodResizePending and PodResizeInProgress conditions; call it before
-// the sync loop runs.
-func (m *Manager) SetResizes(r Resizes) {
-	m.mu.Lock()
-	m.resizes = r
-	m.mu.Unlock()
-}
-
 // compute is Compute with the Manager's probes and resizes.
 func (m *Manager) compute(p *v1.Pod, st *pod.RuntimeStatus, res pod.SyncResult) v1.PodStatus {
-	m.mu.Lock()
-	probes, rz := m.probes, m.resizes
-	m.mu.Unlock()
-	return compute(p, st, res, m.runtimeName, probes, rz)
+	return compute(p, st, res, m.runtimeName, m.probes, m.resizes)
 }
 
 type deletion struct {
@@ -126,9 +103,34 @@ type deletion struct {
 	grace int64
 }
 
-// NewManager creates dir if needed and forgets what an earlier run
+// Config wires a Manager: what it publishes and what its statuses read.
+type Config struct {
+	// Dir is the status directory, Node the node's name, RuntimeName the
+	// runtime's (its containers' IDs are <name>://<id>), HostIP the
+	// node's address ("" for none).
+	Dir, Node, RuntimeName, HostIP string
+	// Events records the pods' events (NewEvents over the same Dir).
+	Events *Events
+	// Probes, if set, gives the containers' startup and readiness
+	// verdicts.
+	Probes pod.ProbeResults
+	// Resizes, if set, makes statuses show in-place resize: each
+	// resizable container's allocatedResources and resources, and the
+	// pod's PodResizePending and PodResizeInProgress conditions.
+	Resizes Resizes
+	// Publisher, if set, receives every published status and removal.
+	Publisher Publisher
+	Clock     clock.PassiveClock
+	Logger    *zap.Logger
+}
+
+// NewManager creates cfg.Dir if needed and forgets what an earlier run
 // published there (it is rebuilt from the runtime).
-func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log *zap.Logger) (*Manager, error) {
+func NewManager(cfg Config) (*Manager, error) {
+	dir := cfg.Dir
+	if cfg.Events == nil || cfg.Clock == nil || cfg.Logger == nil {
+		return nil, errors.New("status manager: Events, Clock and Logger are required")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create status directory: %w", err)
 	}
@@ -141,9 +143,29 @@ func NewManager(dir, node, runtimeName, hostIP string, c clock.PassiveClock, log
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-	return &Manager{dir: dir, node: node, runtimeName: runtimeName, hostIP: hostIP, clock: c, log: log.Named("status"),
-		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, events: map[pod.UID][]v1.Event{}, problems: map[string]map[string]string{},
-		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}, refused: map[pod.UID]bool{}}, nil
+	m := &Manager{dir: dir, node: cfg.Node, runtimeName: cfg.RuntimeName, hostIP: cfg.HostIP, clock: cfg.Clock, log: cfg.Logger.Named("status"),
+		events: cfg.Events, probes: cfg.Probes, resizes: cfg.Resizes, pub: cfg.Publisher,
+		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, problems: map[string]map[string]string{},
+		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}, refused: map[pod.UID]bool{}}
+	m.files = newQueue(m.write)
+	return m, nil
+}
+
+// Run writes the status and events files queued until ctx ends, then
+// what is left.
+func (m *Manager) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); m.events.files.run(ctx) }()
+	m.files.run(ctx)
+	wg.Wait()
+	return nil
+}
+
+// flush writes what is queued now (tests; Run does it as it goes).
+func (m *Manager) flush() {
+	m.files.drain()
+	m.events.files.drain()
 }
 
 // Admitted publishes a pod the moment the loop admits it, before any
@@ -159,7 +181,7 @@ func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	m.mu.Unlock()
 	m.publish(p, m.compute(p, st, pod.SyncResult{}))
 	if readded {
-		m.write(p) // the same status, without the deletion mark
+		m.files.add(p) // the same status, without the deletion mark
 	}
 }
 
@@ -174,7 +196,7 @@ func (m *Manager) Terminating(p *v1.Pod, gracePeriod int64) {
 	}
 	m.terminating[p.UID] = deletion{at: metav1.NewTime(m.clock.Now()), grace: gracePeriod}
 	m.mu.Unlock()
-	m.write(p)
+	m.files.add(p)
 }
 
 // RuntimeHealth reports the runtime's (or the PLEG's) health as the loop
@@ -217,7 +239,7 @@ func (m *Manager) RuntimeHealth(err error) {
 		return
 	}
 	for _, p := range pods {
-		m.write(p)
+		m.files.add(p)
 	}
 }
 
@@ -418,7 +440,7 @@ func (m *Manager) Removed(p *v1.Pod) {
 		m.pub.PodRemoved(p)
 	}
 	delete(m.last, p.UID)
-	delete(m.events, p.UID)
+	m.events.removed(p)
 	delete(m.pods, p.UID)
 	delete(m.terminating, p.UID)
 	delete(m.unverified, p.UID)
@@ -428,11 +450,14 @@ func (m *Manager) Removed(p *v1.Pod) {
 	}
 	delete(m.owner, m.path(p))
 	// Under the lock: a publish of the new owner cannot slip in between.
-	for _, f := range []string{m.path(p), m.eventsPath(p)} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
-		}
+	if err := os.Remove(m.path(p)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.log.Warn("remove status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
 	}
+}
+
+// Event records an event about p (Events.Event).
+func (m *Manager) Event(p *v1.Pod, eventType, reason, message string) {
+	m.events.Event(p, eventType, reason, message)
 }
 
 func (m *Manager) path(p *v1.Pod) string {
@@ -501,6 +526,7 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 	m.last[p.UID] = s
 	m.pods[p.UID] = p
 	m.owner[m.path(p)] = p.UID
+	m.events.own(p)
 	if changed && m.pub != nil {
 		// Under mu, as Removed: the publisher sees a pod's statuses and
 		// its removal in the order they happened (its methods only queue).
@@ -514,7 +540,7 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 		m.log.Info("pod phase", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 			zap.String("phase", string(s.Phase)), zap.String("reason", s.Reason))
 	}
-	m.write(p)
+	m.files.add(p)
 }
 
 // write publishes p with its newest status, marked as terminating or
@@ -524,6 +550,44 @@ func (m *Manager) publish(p *v1.Pod, s v1.PodStatus) {
 func (m *Manager) write(p *v1.Pod) {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
+	out, ok := m.view(p)
+	if !ok {
+		return
+	}
+	body, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		m.log.Error("encode status", zap.Error(err))
+		return
+	}
+	if err := writeAtomic(m.path(out), body); err != nil {
+		m.log.Error("write status file", zap.String("pod", pod.FullName(out)), zap.Error(err))
+	}
+}
+
+// Pods returns every published pod as its file shows it, sorted by
+// namespace and name: the node server's /pods, without reading the
+// files.
+func (m *Manager) Pods() []*v1.Pod {
+	m.mu.Lock()
+	ps := make([]*v1.Pod, 0, len(m.pods))
+	for _, p := range m.pods {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(ps))
+	for _, p := range ps {
+		if v, ok := m.view(p); ok {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return pod.FullName(out[i]) < pod.FullName(out[j]) })
+	return out
+}
+
+// view is p as published now: its newest spec and status, marked as
+// terminating or unknown when it is; false when p has no status or
+// another pod of its name owns the file.
+func (m *Manager) view(p *v1.Pod) (*v1.Pod, bool) {
 	m.mu.Lock()
 	s, ok := m.last[p.UID]
 	del, terminating := m.terminating[p.UID]
@@ -537,7 +601,7 @@ func (m *Manager) write(p *v1.Pod) {
 	}
 	m.mu.Unlock()
 	if !ok || !owned {
-		return
+		return nil, false
 	}
 	out := p.DeepCopy()
 	out.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
@@ -549,14 +613,7 @@ func (m *Manager) write(p *v1.Pod) {
 		s = unknown(s, since, down)
 	}
 	out.Status = s
-	body, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		m.log.Error("encode status", zap.Error(err))
-		return
-	}
-	if err := writeAtomic(m.path(p), body); err != nil {
-		m.log.Error("write status file", zap.String("pod", pod.FullName(p)), zap.Error(err))
-	}
+	return out, true
 }
 
 func statusEqual(a, b v1.PodStatus) bool {

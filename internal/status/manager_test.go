@@ -32,9 +32,19 @@ var (
 
 func newManager(t *testing.T) (*Manager, string, *testclock.FakeClock) {
 	t.Helper()
+	return newManagerWith(t, Config{HostIP: "192.168.1.10"})
+}
+
+// newManagerWith is a Manager over a new directory and fake clock with
+// cfg's optional parts.
+func newManagerWith(t *testing.T, cfg Config) (*Manager, string, *testclock.FakeClock) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "status")
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	m, err := NewManager(dir, "node1", "containerd", "192.168.1.10", clk, zaptest.NewLogger(t))
+	log := zaptest.NewLogger(t)
+	cfg.Dir, cfg.Node, cfg.RuntimeName, cfg.Clock, cfg.Logger = dir, "node1", "containerd", clk, log
+	cfg.Events = NewEvents(dir, "node1", nil, clk, log)
+	m, err := NewManager(cfg)
 	if err != nil {
 		t.Fatalf("NewManager() error = %v", err)
 	}
@@ -54,8 +64,9 @@ func dirEntries(t *testing.T, dir string) []string {
 	return out
 }
 
-func listOne(t *testing.T, dir string) *v1.Pod {
+func listOne(t *testing.T, m *Manager, dir string) *v1.Pod {
 	t.Helper()
+	m.flush()
 	pods, err := List(dir)
 	if err != nil {
 		t.Fatalf("List() error = %v", err)
@@ -71,10 +82,11 @@ func TestManagerSyncedWritesFile(t *testing.T) {
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
 
 	// Only the final file: the temporary file was renamed into place.
+	m.flush()
 	if diff := cmp.Diff([]string{"default_web.json"}, dirEntries(t, dir)); diff != "" {
 		t.Fatalf("status directory (-want +got):\n%s", diff)
 	}
-	got := listOne(t, dir)
+	got := listOne(t, m, dir)
 	if got.Kind != "Pod" || got.APIVersion != "v1" {
 		t.Errorf("TypeMeta = %q %q, want v1 Pod", got.APIVersion, got.Kind)
 	}
@@ -105,13 +117,13 @@ func TestManagerKeepsStartTimeAndTransitionTimes(t *testing.T) {
 	m, dir, clk := newManager(t)
 	start := clk.Now()
 	m.Synced(mgrPodA, runtimeStatus(nil), pod.SyncResult{})
-	if got := listOne(t, dir).Status; got.Phase != v1.PodPending {
+	if got := listOne(t, m, dir).Status; got.Phase != v1.PodPending {
 		t.Fatalf("phase = %q, want Pending", got.Phase)
 	}
 
 	clk.Step(30 * time.Second)
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
-	got := listOne(t, dir).Status
+	got := listOne(t, m, dir).Status
 	if got.Phase != v1.PodRunning {
 		t.Fatalf("phase = %q, want Running", got.Phase)
 	}
@@ -137,11 +149,13 @@ func TestManagerUnchangedStatusIsNotRewritten(t *testing.T) {
 	st := runtimeStatus(sbReady, running("app", false))
 	m.Synced(mgrPodA, st, pod.SyncResult{})
 	path := filepath.Join(dir, "default_web.json")
+	m.flush()
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	clk.Step(time.Minute)
 	m.Synced(mgrPodA, st, pod.SyncResult{})
+	m.flush()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("an unchanged status was written again (stat error %v)", err)
 	}
@@ -150,7 +164,7 @@ func TestManagerUnchangedStatusIsNotRewritten(t *testing.T) {
 func TestManagerRefused(t *testing.T) {
 	m, dir, clk := newManager(t)
 	m.Refused(mgrPodA, "OutOfcpu", "Node didn't have enough resource: cpu")
-	got := listOne(t, dir).Status
+	got := listOne(t, m, dir).Status
 	want := v1.PodStatus{
 		Phase:     v1.PodFailed,
 		Reason:    "OutOfcpu",
@@ -169,6 +183,7 @@ func TestManagerRemoved(t *testing.T) {
 	m.Synced(mgrPodA, runtimeStatus(nil), pod.SyncResult{})
 	m.Synced(mgrPodB, runtimeStatus(nil), pod.SyncResult{})
 	m.Removed(mgrPodA)
+	m.flush()
 	if diff := cmp.Diff([]string{"kube-system_db.json"}, dirEntries(t, dir)); diff != "" {
 		t.Errorf("status directory after Removed (-want +got):\n%s", diff)
 	}
@@ -178,9 +193,11 @@ func TestManagerRemoved(t *testing.T) {
 	// A pod published again after removal gets a new start time.
 	clk.Step(time.Hour)
 	m.Synced(mgrPodA, runtimeStatus(nil), pod.SyncResult{})
+	m.flush()
 	if diff := cmp.Diff([]string{"default_web.json", "kube-system_db.json"}, dirEntries(t, dir)); diff != "" {
 		t.Errorf("status directory after republish (-want +got):\n%s", diff)
 	}
+	m.flush()
 	pods, err := List(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +217,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	m.flush()
 	pods, err := List(dir)
 	if err != nil {
 		t.Fatalf("List() error = %v", err)
@@ -230,7 +248,7 @@ func TestManagerAdmittedBeforeFirstSync(t *testing.T) {
 	m, dir, clk := newManager(t)
 	admittedAt := clk.Now()
 	m.Admitted(mgrPodA, nil)
-	got := listOne(t, dir)
+	got := listOne(t, m, dir)
 	if got.Status.Phase != v1.PodPending {
 		t.Errorf("phase = %s, want Pending", got.Status.Phase)
 	}
@@ -242,7 +260,7 @@ func TestManagerAdmittedBeforeFirstSync(t *testing.T) {
 	}
 	clk.Step(18 * time.Second)
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
-	got = listOne(t, dir)
+	got = listOne(t, m, dir)
 	if got.Status.Phase != v1.PodRunning || !got.Status.StartTime.Time.Equal(admittedAt) {
 		t.Errorf("after the first sync: phase %s, startTime %v; want Running and the admission time", got.Status.Phase, got.Status.StartTime)
 	}
@@ -253,22 +271,23 @@ func TestManagerAdmittedBeforeFirstSync(t *testing.T) {
 func TestManagerTerminating(t *testing.T) {
 	m, dir, clk := newManager(t)
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
-	if listOne(t, dir).DeletionTimestamp != nil {
+	if listOne(t, m, dir).DeletionTimestamp != nil {
 		t.Fatal("deletionTimestamp set before termination")
 	}
 	clk.Step(time.Second)
 	m.Terminating(mgrPodA, 30)
-	got := listOne(t, dir)
+	got := listOne(t, m, dir)
 	if got.DeletionTimestamp == nil || !got.DeletionTimestamp.Time.Equal(clk.Now()) ||
 		got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 30 {
 		t.Fatalf("deletion = %v / %v, want now and 30s", got.DeletionTimestamp, got.DeletionGracePeriodSeconds)
 	}
 	// A sync while terminating keeps the mark.
 	m.Synced(mgrPodA, runtimeStatus(sbReady, exited("app", false, 0, "Completed")), pod.SyncResult{})
-	if listOne(t, dir).DeletionTimestamp == nil {
+	if listOne(t, m, dir).DeletionTimestamp == nil {
 		t.Error("a later publish lost the deletionTimestamp")
 	}
 	m.Removed(mgrPodA)
+	m.flush()
 	if pods, _ := List(dir); len(pods) != 0 {
 		t.Errorf("status left after removal: %d pods", len(pods))
 	}
@@ -279,12 +298,12 @@ func TestManagerTerminating(t *testing.T) {
 func TestManagerRuntimeUnreachable(t *testing.T) {
 	m, dir, _ := newManager(t)
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
-	before := listOne(t, dir)
+	before := listOne(t, m, dir)
 	if before.Status.Phase != v1.PodRunning || before.Status.PodIP == "" {
 		t.Fatalf("before: phase %s ip %q, want Running with an IP", before.Status.Phase, before.Status.PodIP)
 	}
 	m.RuntimeHealth(errors.New("connection refused"))
-	got := listOne(t, dir)
+	got := listOne(t, m, dir)
 	if got.Status.Phase != v1.PodUnknown || got.Status.Reason != "RuntimeUnreachable" || got.Status.PodIP != "" ||
 		!strings.Contains(got.Status.Message, "connection refused") || !strings.Contains(got.Status.Message, "last known phase Running") {
 		t.Errorf("while unreachable: %+v", got.Status)
@@ -300,7 +319,7 @@ func TestManagerRuntimeUnreachable(t *testing.T) {
 	}
 	m.RuntimeHealth(nil)
 	// Back, but nothing has looked at the runtime yet: still Unknown.
-	if got := listOne(t, dir); got.Status.Phase != v1.PodUnknown || !strings.Contains(got.Status.Message, "waiting for the pod's first sync") {
+	if got := listOne(t, m, dir); got.Status.Phase != v1.PodUnknown || !strings.Contains(got.Status.Message, "waiting for the pod's first sync") {
 		t.Errorf("after recovery, before a sync: phase %s message %q; want Unknown waiting for a sync", got.Status.Phase, got.Status.Message)
 	}
 	if node, _ := ReadNodeState(dir); node != nil {
@@ -308,7 +327,7 @@ func TestManagerRuntimeUnreachable(t *testing.T) {
 	}
 	// The first sync (even with the same outcome as before) publishes.
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
-	if got := listOne(t, dir); got.Status.Phase != v1.PodRunning || got.Status.PodIP != before.Status.PodIP {
+	if got := listOne(t, m, dir); got.Status.Phase != v1.PodRunning || got.Status.PodIP != before.Status.PodIP {
 		t.Errorf("after the first sync: phase %s ip %q, want Running with its IP", got.Status.Phase, got.Status.PodIP)
 	}
 }
@@ -319,7 +338,7 @@ func TestManagerReaddedWhileTerminating(t *testing.T) {
 	m.Synced(mgrPodA, runtimeStatus(sbReady, running("app", false)), pod.SyncResult{})
 	m.Terminating(mgrPodA, 30)
 	m.Admitted(mgrPodA, runtimeStatus(sbReady, running("app", false)))
-	if got := listOne(t, dir); got.DeletionTimestamp != nil {
+	if got := listOne(t, m, dir); got.DeletionTimestamp != nil {
 		t.Fatalf("re-added pod still marked for deletion at %v", got.DeletionTimestamp)
 	}
 }
@@ -337,6 +356,7 @@ func TestManagerRemovedStaysRemoved(t *testing.T) {
 		}()
 		m.Removed(mgrPodA)
 		<-done
+		m.flush()
 		if pods, _ := List(dir); len(pods) != 0 {
 			t.Fatalf("iteration %d: a removed pod's status came back", i)
 		}
@@ -350,9 +370,10 @@ func TestManagerLongName(t *testing.T) {
 	p.Name = strings.Repeat("a", 240) + "-node1"
 	m.Admitted(p, nil)
 	m.Event(p, v1.EventTypeWarning, "Failed", "boom")
-	if got := listOne(t, dir); got.Name != p.Name {
+	if got := listOne(t, m, dir); got.Name != p.Name {
 		t.Fatalf("published name %q", got.Name)
 	}
+	m.flush()
 	evs, err := ReadEvents(dir, p)
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("events = %v, %v; want the one event", evs, err)
@@ -365,11 +386,11 @@ func TestManagerRefusedPodUnaffectedByOutage(t *testing.T) {
 	m, dir, _ := newManager(t)
 	m.Refused(mgrPodA, "OutOfcpu", "Node didn't have enough resource: cpu")
 	m.RuntimeHealth(errors.New("down"))
-	if got := listOne(t, dir); got.Status.Phase != v1.PodFailed || got.Status.Reason != "OutOfcpu" {
+	if got := listOne(t, m, dir); got.Status.Phase != v1.PodFailed || got.Status.Reason != "OutOfcpu" {
 		t.Fatalf("refused pod during an outage: %s/%s, want Failed/OutOfcpu", got.Status.Phase, got.Status.Reason)
 	}
 	m.RuntimeHealth(nil)
-	if got := listOne(t, dir); got.Status.Phase != v1.PodFailed {
+	if got := listOne(t, m, dir); got.Status.Phase != v1.PodFailed {
 		t.Fatalf("refused pod after the outage: %s, want Failed", got.Status.Phase)
 	}
 }
@@ -382,13 +403,14 @@ func TestManagerEvicted(t *testing.T) {
 	m.Synced(mgrPodA, st, pod.SyncResult{})
 	m.Evicted(mgrPodA, "The node was low on resource: memory.")
 	m.Synced(mgrPodA, st, pod.SyncResult{})
-	got := listOne(t, dir)
+	got := listOne(t, m, dir)
 	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Status.Message != "The node was low on resource: memory." {
 		t.Fatalf("status %s %s %q, want Failed Evicted with the message", got.Status.Phase, got.Status.Reason, got.Status.Message)
 	}
 	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].Ready {
 		t.Fatalf("container statuses %+v: want the last one, not ready", got.Status.ContainerStatuses)
 	}
+	m.flush()
 	evs, err := ReadEvents(dir, mgrPodA)
 	if err != nil || len(evs) != 1 || evs[0].Reason != "Evicted" {
 		t.Fatalf("events %+v %v", evs, err)
@@ -454,7 +476,7 @@ func TestManagerPodIPs(t *testing.T) {
 			for _, step := range tt.steps {
 				step(m)
 			}
-			got := listOne(t, dir).Status
+			got := listOne(t, m, dir).Status
 			if diff := cmp.Diff(tt.wantIPs, got.PodIPs); diff != "" {
 				t.Errorf("podIPs (-want +got):\n%s", diff)
 			}

@@ -135,12 +135,11 @@ func TestComputeResizeFields(t *testing.T) {
 // times; a condition reported by an earlier status and no longer set is
 // gone.
 func TestManagerPublishesResizeConditions(t *testing.T) {
-	m, _, clk := newManager(t)
 	inProgress := v1.PodCondition{Type: v1.PodResizeInProgress, Status: v1.ConditionTrue, ObservedGeneration: 3,
 		LastTransitionTime: metav1.NewTime(t0), LastProbeTime: metav1.NewTime(t0)}
 	rz := &fakeResizes{alloc: map[string]v1.ResourceRequirements{"app": resizedPod.Spec.Containers[0].Resources},
 		conds: []v1.PodCondition{inProgress}}
-	m.SetResizes(rz)
+	m, _, clk := newManagerWith(t, Config{Resizes: rz})
 	p := resizedPod.DeepCopy()
 	st := runtimeStatus(sbReady, running("app", false))
 	clk.Step(time.Hour)
