@@ -73,7 +73,7 @@ type agent struct {
 	allocs         *allocation.Manager
 	statuses       *status.Manager
 	desired        *podmanager.Manager // the desired pods: the loop writes, the others read
-	// newRuntime, newSources, newLoop, newEviction, newReaders
+	// newRuntime, newSources, newEviction, newLoop, newReaders
 	rt          *cri.Runtime
 	mux         *podsource.Mux
 	runSources  []func(context.Context) error
@@ -81,6 +81,7 @@ type agent struct {
 	labels      map[string]string
 	loop        *syncloop.Loop
 	evict       *eviction.Manager
+	evictions   *syncloop.Evictions
 	logRotation *logs.Manager
 	readers     server.Config
 }
@@ -212,7 +213,7 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	// The status manager, named after the runtime, over the probes'
 	// verdicts and the allocations.
 	a.statuses, err = status.NewManager(status.Config{Dir: a.statusDir, Node: a.nodeName, RuntimeName: a.runtimeName, HostIP: a.nodeIP,
-		Events: a.events, Probes: a.probes, Resizes: a.allocs, Publisher: a.pub, Clock: clk, Logger: log})
+		Events: a.events, Probes: a.probes, Resizes: a.allocs, Publisher: a.pub, WritePause: 200 * time.Millisecond, Clock: clk, Logger: log})
 	return err
 }
 
@@ -311,6 +312,7 @@ func (a *agent) newLoop(ctx context.Context) (err error) {
 		PLEG:         a.plegG,
 		Status:       a.statuses,
 		Pods:         a.desired,
+		Evictions:    a.evictions,
 		Prober:       a.probes,
 		Admit:        a.admitChain(ctx),
 		Run: admit.Chain{
@@ -354,9 +356,7 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 		admit.Taints(o.RegisterWithTaints),
 		admit.HostPorts(),
 		admit.Sysctls(o.AllowedUnsafeSysctls),
-		// The eviction manager is built after the loop (it evicts through
-		// it); no pressure until then.
-		admit.Pressure(func(c v1.NodeConditionType) bool { return a.evict != nil && a.evict.Pressure(c) }),
+		admit.Pressure(a.evict.Pressure),
 		admit.AppArmor(admit.AppArmorHost("/sys")),
 		admit.UserNamespaces(cri.UserNamespaces(ctx, a.conn, o.RuntimeRequestTimeout.Duration)),
 		admit.CPUs(a.cpuMgr),     // last: they allocate
@@ -364,11 +364,14 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 	}
 }
 
-// newEviction builds the eviction manager over the loop, and the
+// newEviction builds the eviction manager, before the loop (whose
+// admission asks it about pressure): it reads the desired pods and hands
+// its decisions to the loop through the evictions channel; and the
 // container log rotation (of this agent's containers only).
 func (a *agent) newEviction(context.Context) (err error) {
 	o := a.o
-	if a.evict, err = newEviction(o, a.conn, a.clk, a.loop, a.imageGC, a.nodeName, a.log); err != nil {
+	a.evictions = syncloop.NewEvictions()
+	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.nodeName, a.log); err != nil {
 		return err
 	}
 	a.logRotation, err = logs.New(logs.Config{

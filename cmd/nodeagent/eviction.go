@@ -7,6 +7,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/internal/images"
+	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
 )
 
@@ -32,8 +33,10 @@ func evictionThresholds(o *options, log *zap.Logger) []eviction.Threshold {
 }
 
 // newEviction builds the eviction manager over the host's signals, the
-// runtime's container stats and the loop.
-func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncloop.Loop, imageGC *images.GC, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
+// runtime's container stats and the desired pods; its decisions go to
+// the loop through evictions.
+func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, desired *podmanager.Manager, evictions *syncloop.Evictions,
+	imageGC *images.GC, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
 	return eviction.New(eviction.Config{
 		Thresholds:               evictionThresholds(o, log),
 		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod.Duration,
@@ -42,8 +45,8 @@ func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, loop *syncl
 		Stats:                    eviction.CRIStats{Client: conn, Selector: agentSelector(nodeName), Timeout: o.RuntimeRequestTimeout.Duration},
 		Clock:                    clk,
 		Logger:                   log,
-		ActivePods:               loop.Pods().ActivePods,
-		Evict:                    loop.Evict,
+		ActivePods:               desired.ActivePods,
+		Evict:                    evictions.Evict,
 		Reclaim:                  imageGC.GarbageCollect,
 	})
 }

@@ -113,7 +113,7 @@ func run(ctx context.Context, o *options, log *zap.Logger) error {
 	a := &agent{o: o, log: log, clk: clock.RealClock{}}
 	defer a.close()
 	for _, step := range []func(context.Context) error{
-		a.identify, a.connectRuntime, a.connectAPI, a.newPodParts, a.newRuntime, a.newSources, a.newLoop, a.newEviction, a.newReaders,
+		a.identify, a.connectRuntime, a.connectAPI, a.newPodParts, a.newRuntime, a.newSources, a.newEviction, a.newLoop, a.newReaders,
 	} {
 		if err := step(ctx); err != nil {
 			return err

@@ -117,9 +117,11 @@ func (o *Objects) Start(ctx context.Context) {
 
 // Run is the upkeep until ctx ends: the ConfigMap and Secret cache is
 // pruned, the services checkpoint rewritten (at most once a second) when
-// they change. It returns once the service informer has stopped too.
+// they change. It returns once the service informer and the ConfigMap
+// and Secret watches have stopped too.
 func (o *Objects) Run(ctx context.Context) {
 	defer o.factory.Shutdown()
+	defer o.watched.stop()
 	t := o.clock.NewTicker(time.Second)
 	defer t.Stop()
 	var last []byte

@@ -37,8 +37,10 @@ type watchedObjects struct {
 	changes chan string
 
 	mu      sync.Mutex
-	ctx     context.Context // set by start; nil: no watches yet
+	ctx     context.Context // set by start; nil: no watches yet (or no more)
 	watches map[string]*objectWatch
+	// running counts the informers' goroutines, waited for by stop.
+	running sync.WaitGroup
 }
 
 type objectWatch struct {
@@ -139,7 +141,7 @@ func (w *watchedObjects) startWatchLocked(kind, ns, name string) *objectWatch {
 		},
 		DeleteFunc: func(any) { changed() },
 	})
-	go inf.Run(ctx.Done())
+	w.running.Go(func() { inf.Run(ctx.Done()) })
 	return &objectWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: cancel}
 }
 
@@ -153,6 +155,19 @@ func (w *watchedObjects) prune() {
 			delete(w.watches, key)
 		}
 	}
+}
+
+// stop ends every watch (no new one starts) and waits for their
+// informers to return.
+func (w *watchedObjects) stop() {
+	w.mu.Lock()
+	w.ctx = nil
+	for key, ow := range w.watches {
+		ow.stop()
+		delete(w.watches, key)
+	}
+	w.mu.Unlock()
+	w.running.Wait()
 }
 
 // count is the number of objects watched.

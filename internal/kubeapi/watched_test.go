@@ -82,3 +82,25 @@ func TestWatchedObjects(t *testing.T) {
 		t.Fatalf("%d watches left after they went unread", n)
 	}
 }
+
+// stop ends every watch and returns only once their informers have
+// returned; no watch starts after it.
+func TestWatchedObjectsStopWaitsForTheWatches(t *testing.T) {
+	cs := fake.NewClientset(&v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "s"}})
+	w := newWatchedObjects(cs, testclock.NewFakeClock(time.Unix(1_000_000, 0)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.start(ctx)
+	w.read("secret", "ns1", "s")
+	w.read("cm", "ns1", "c")
+	if w.count() != 2 {
+		t.Fatalf("%d watches, want 2", w.count())
+	}
+	w.stop() // with ctx still live: stop ends them itself
+	if w.count() != 0 {
+		t.Fatalf("%d watches left after stop", w.count())
+	}
+	if _, ok, _ := w.read("secret", "ns1", "s"); ok || w.count() != 0 {
+		t.Fatal("a watch started after stop")
+	}
+}

@@ -350,10 +350,14 @@ func podCondition(cs []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition 
 	return nil
 }
 
-// writeCheckpoint writes the checkpoint durably, creating its directory.
+// writeCheckpoint writes the checkpoint, creating its directory: whole
+// (a rename) and before the set is acted on, so an agent that dies keeps
+// every pod it started; not fsynced (one per API change) — a machine
+// that loses its page cache lost the containers too, and the API server
+// is the truth again once it answers.
 func writeCheckpoint(path string, body []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.Write(path, body, 0o600, true)
+	return atomicfile.Write(path, body, 0o600, false)
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -120,8 +121,13 @@ type Config struct {
 	Resizes Resizes
 	// Publisher, if set, receives every published status and removal.
 	Publisher Publisher
-	Clock     clock.PassiveClock
-	Logger    *zap.Logger
+	// WritePause, if set (and Clock has timers), is the least time
+	// between two rounds of file writes: a burst of changes to a pod is
+	// one write of its files. What the node server and the API see is not
+	// delayed (they are fed at once); only the files are.
+	WritePause time.Duration
+	Clock      clock.PassiveClock
+	Logger     *zap.Logger
 }
 
 // NewManager creates cfg.Dir if needed and forgets what an earlier run
@@ -148,6 +154,10 @@ func NewManager(cfg Config) (*Manager, error) {
 		owner: map[string]pod.UID{}, last: map[pod.UID]v1.PodStatus{}, problems: map[string]map[string]string{},
 		pods: map[pod.UID]*v1.Pod{}, terminating: map[pod.UID]deletion{}, unverified: map[pod.UID]bool{}, refused: map[pod.UID]bool{}}
 	m.files = newQueue(m.write)
+	if c, ok := cfg.Clock.(clock.Clock); ok && cfg.WritePause > 0 {
+		m.files.after, m.files.pause = c.After, cfg.WritePause
+		m.events.files.after, m.events.files.pause = c.After, cfg.WritePause
+	}
 	return m, nil
 }
 

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -14,6 +15,11 @@ import (
 // with the state of the moment it is written (write reads it then).
 type queue struct {
 	write func(*v1.Pod)
+	// after, if set, paces the writer: after a round of writes it waits
+	// pause before the next, so that a burst (a pod's Pending, Running and
+	// its events within a moment) costs one write per file.
+	after func(time.Duration) <-chan time.Time
+	pause time.Duration
 
 	mu    sync.Mutex
 	dirty map[pod.UID]*v1.Pod
@@ -55,6 +61,13 @@ func (q *queue) run(ctx context.Context) {
 			return
 		case <-q.wake:
 			q.drain()
+			if q.after == nil {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+			case <-q.after(q.pause):
+			}
 		}
 	}
 }

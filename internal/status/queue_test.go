@@ -3,10 +3,13 @@ package status
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -62,5 +65,36 @@ func TestManagerPodsIsThePublishedView(t *testing.T) {
 	m.RuntimeHealth(errors.New("connection refused"))
 	if p := m.Pods()[0]; p.Status.Phase != v1.PodUnknown {
 		t.Fatalf("web's phase %q while the runtime is away, want Unknown", p.Status.Phase)
+	}
+}
+
+// Paced, the writer writes at once, then waits its pause before the next
+// round: what is queued meanwhile waits for it.
+func TestQueuePacesItsRounds(t *testing.T) {
+	clk := testclock.NewFakeClock(time.Unix(1_000_000, 0))
+	wrote := make(chan pod.UID, 4)
+	q := newQueue(func(p *v1.Pod) { wrote <- p.UID })
+	q.after, q.pause = clk.After, 200*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	q.add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "a"}})
+	if got := <-wrote; got != "a" {
+		t.Fatalf("wrote %s, want a", got)
+	}
+	for !clk.HasWaiters() { // the writer waits out its pause
+		runtime.Gosched()
+	}
+	q.add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "b"}})
+	select {
+	case got := <-wrote:
+		t.Fatalf("wrote %s during the pause", got)
+	default:
+	}
+	clk.Step(200 * time.Millisecond)
+	if got := <-wrote; got != "b" {
+		t.Fatalf("wrote %s, want b after the pause", got)
 	}
 }

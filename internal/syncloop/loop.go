@@ -36,6 +36,9 @@ type Config struct {
 	// in (its only writer); others read it through its Reader. New makes
 	// one when nil.
 	Pods *podmanager.Manager
+	// Evictions, if set, carries the eviction manager's decisions in
+	// (NewEvictions; made here otherwise).
+	Evictions *Evictions
 	// Prober, if set, probes containers; a changed verdict syncs the pod
 	// at once (a failed liveness probe restarts the container, readiness
 	// reaches the status).
@@ -86,10 +89,8 @@ type Loop struct {
 	// Not desired-pod state (it is about pods nobody wants any more), so
 	// not the pod manager's.
 	finished map[pod.UID]time.Time
-	// evictions carries the eviction manager's decisions into the loop;
-	// done is closed when Run returns.
-	evictions chan eviction
-	done      chan struct{}
+	// evictions carries the eviction manager's decisions into the loop.
+	evictions *Evictions
 	wg        sync.WaitGroup
 	ctx       context.Context
 }
@@ -117,6 +118,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Pods == nil {
 		cfg.Pods = podmanager.New()
 	}
+	if cfg.Evictions == nil {
+		cfg.Evictions = NewEvictions()
+	}
 	l := &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
 		log:       cfg.Logger.Named("syncloop"),
@@ -124,8 +128,7 @@ func New(cfg Config) (*Loop, error) {
 		pods:      cfg.Pods,
 		workers:   map[pod.UID]*worker{},
 		finished:  map[pod.UID]time.Time{},
-		evictions: make(chan eviction, 16),
-		done:      make(chan struct{}),
+		evictions: cfg.Evictions,
 	}
 	l.pods.SetWorkers(l.workerView)
 	return l, nil
@@ -172,7 +175,7 @@ func (b *unhealthyBackoff) reset() { b.wait = 0 }
 // Run runs the loop until ctx ends, then waits for every worker.
 func (l *Loop) Run(ctx context.Context) {
 	l.ctx = ctx
-	defer close(l.done)
+	defer l.evictions.close()
 	defer l.wg.Wait()
 	l.log.Info("handlers in force", zap.Strings("admit", l.cfg.Admit.Names()), zap.Strings("run", l.cfg.Run.Names()))
 	syncT := l.clock.NewTicker(l.cfg.SyncPeriod)
@@ -258,7 +261,7 @@ func (l *Loop) Iterate(ctx context.Context, syncC, hkC <-chan time.Time) bool {
 		case pod.OpRemove:
 			l.HandlePodRemoves(u.Pods)
 		}
-	case e := <-l.evictions:
+	case e := <-l.evictions.ch:
 		start, kind = l.clock.Now(), "eviction"
 		l.handleEviction(e)
 	case u := <-l.probeUpdates():
@@ -702,21 +705,9 @@ func (l *Loop) Workers() int {
 	return len(l.workers)
 }
 
-// eviction is the eviction manager's decision about one pod.
-type eviction struct {
-	pod     *v1.Pod
-	grace   int64
-	message string
-}
-
-// Evict ends p for the node's sake: Failed, reason Evicted, its
-// containers killed with grace seconds, and it is not started again
-// while its source keeps it. Safe from any goroutine.
+// Evict is Evictions.Evict on the loop's evictions.
 func (l *Loop) Evict(p *v1.Pod, grace int64, message string) {
-	select {
-	case l.evictions <- eviction{p, grace, message}:
-	case <-l.done: // the loop is over
-	}
+	l.evictions.Evict(p, grace, message)
 }
 
 func (l *Loop) handleEviction(e eviction) {
