@@ -6,7 +6,10 @@
 //	                        ^                        │
 //	                        └── pleg.Event <── relist┘
 //	sync tick: wake workers whose retry/resync is due
-//	housekeeping tick: kill orphans (after all sources were seen), backoff GC
+//	housekeeping tick: kill orphans (after all sources were seen); the
+//	  cleanups (Config.Housekeeping: dead containers, directories, cgroups,
+//	  CPUs, allocations) run beside the loop, one round at a time, and a
+//	  new pod is admitted before a round's view of the pods or after it
 //
 // The loop is the only writer of the desired set — internal/podmanager's
 // Manager (Config.Pods), which others read through Loop.Pods — and never

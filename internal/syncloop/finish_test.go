@@ -68,8 +68,10 @@ func TestTerminalPhaseFinishesThePod(t *testing.T) {
 	// Housekeeping: u1 is active (its containers and logs stay) but no
 	// longer running (its cgroup and CPUs go).
 	var active, running map[pod.UID]bool
-	r.loop.cfg.Housekeeping = func(a, run map[pod.UID]bool) { active, running = a, run }
+	hkDone := make(chan struct{})
+	r.loop.cfg.Housekeeping = func(a, run map[pod.UID]bool) { active, running = a, run; close(hkDone) }
 	r.step(t, func() { r.hkC <- r.clock.Now() })
+	recv(t, hkDone, "the housekeeping round (off the loop goroutine)")
 	if !active["u1"] || running["u1"] {
 		t.Fatalf("housekeeping: active %v running %v; want u1 active, not running", active, running)
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,6 +94,14 @@ type Loop struct {
 	evictions *Evictions
 	wg        sync.WaitGroup
 	ctx       context.Context
+
+	// hk is held by a housekeeping round — its view of the pods and its
+	// cleanups (directory scans, unmounts, cgroup removal), off the loop
+	// goroutine — and by the admission of a pod: a pod is admitted either
+	// before a round's view (and kept by it) or after its cleanups, never
+	// between. hkBusy: a round runs (the next tick starts none).
+	hk     sync.Mutex
+	hkBusy atomic.Bool
 }
 
 // New validates cfg and returns a Loop.
@@ -302,8 +311,7 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			// is stopped and kept until the pod is deleted.
 			l.log.Info("pod already finished; keeping what is left of it", zap.String("pod", pod.FullName(p)),
 				zap.String("uid", string(p.UID)), zap.String("phase", string(p.Status.Phase)))
-			l.pods.Set(p)
-			l.dispatch(p.UID, p)
+			l.admitLocked(p, false)
 			continue
 		}
 		others := l.activeOthers()
@@ -325,10 +333,21 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			}
 			l.status.Admitted(p, snap[p.UID])
 		}
-		l.pods.Set(p)
-		l.killSameName(p)
-		l.dispatch(p.UID, p)
+		l.admitLocked(p, true)
 	}
+}
+
+// admitLocked records p as admitted and dispatches it (first stopping
+// the runtime pods of its name nobody wants, when killOld), between two
+// housekeeping rounds.
+func (l *Loop) admitLocked(p *v1.Pod, killOld bool) {
+	l.hk.Lock()
+	defer l.hk.Unlock()
+	l.pods.Set(p)
+	if killOld {
+		l.killSameName(p)
+	}
+	l.dispatch(p.UID, p)
 }
 
 // killSameName terminates runtime pods of p's full name that nobody
@@ -548,7 +567,7 @@ func (l *Loop) HandleCleanups() {
 		return
 	}
 	snap, taken := l.cfg.PLEG.Snapshot()
-	defer l.housekeeping(snap)
+	defer l.startHousekeeping(snap)
 	l.mu.Lock()
 	for uid, t := range l.finished {
 		if l.clock.Since(t) > time.Minute {
@@ -580,10 +599,25 @@ func (l *Loop) killedSince(uid pod.UID, taken time.Time) bool {
 	return ok && !taken.After(done)
 }
 
-func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
-	if l.cfg.Housekeeping == nil {
+// startHousekeeping starts a housekeeping round off the loop goroutine,
+// unless one still runs.
+func (l *Loop) startHousekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
+	if l.cfg.Housekeeping == nil || !l.hkBusy.CompareAndSwap(false, true) {
 		return
 	}
+	l.wg.Go(func() {
+		defer l.hkBusy.Store(false)
+		l.hk.Lock()
+		defer l.hk.Unlock()
+		l.housekeeping(snap)
+	})
+}
+
+// housekeeping hands the cleanups the pods to keep: every desired pod,
+// every pod the runtime showed (an orphan goes with its kill), every pod
+// with a worker; and of those the ones still running (a finished pod
+// keeps its directories and logs, not its cgroup and CPUs). l.hk is held.
+func (l *Loop) housekeeping(snap map[pod.UID]*pod.RuntimeStatus) {
 	pods := l.pods.Unordered()
 	active := make(map[pod.UID]bool, len(pods)+len(snap))
 	for _, p := range pods {
