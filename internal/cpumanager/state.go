@@ -1,16 +1,15 @@
 package cpumanager
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodeagent/nodeagent/internal/atomicfile"
+	cpstate "github.com/nodeagent/nodeagent/internal/cpumanager/state"
 )
 
 // StateFile is the checkpoint's name under the root directory (the
@@ -71,48 +70,23 @@ func (s *state) assigned() cpuset.CPUSet {
 	return out
 }
 
-// checkpoint is the file format, the kubelet's CPUManagerCheckpointV2.
-// The checksum is FNV-32a over the JSON encoding with checksum 0 (the
-// kubelet hashes a Go dump of the struct instead, so the files are not
-// interchangeable with a kubelet's).
-type checkpoint struct {
-	PolicyName    string                       `json:"policyName"`
-	DefaultCPUSet string                       `json:"defaultCpuSet"`
-	Entries       map[string]map[string]string `json:"entries,omitempty"`
-	Checksum      uint64                       `json:"checksum"`
-}
-
-func (c checkpoint) sum() (uint64, error) {
-	c.Checksum = 0
-	b, err := json.Marshal(c)
-	if err != nil {
-		return 0, err
-	}
-	h := fnv.New32a()
-	h.Write(b)
-	return uint64(h.Sum32()), nil
-}
-
-// writeState checkpoints s at path atomically and durably.
+// writeState checkpoints s at path atomically and durably, in the
+// kubelet's format (internal/cpumanager/state: a kubelet started on this
+// node reads it).
 func writeState(path string, s *state) error {
-	c := checkpoint{PolicyName: s.policy, DefaultCPUSet: s.defaultSet.String()}
+	d := cpstate.Data{PolicyName: s.policy, DefaultCPUSet: s.defaultSet.String()}
 	for uid, cs := range s.assignments {
 		for name, set := range cs {
-			if c.Entries == nil {
-				c.Entries = map[string]map[string]string{}
+			if d.Entries == nil {
+				d.Entries = map[string]map[string]string{}
 			}
-			if c.Entries[uid] == nil {
-				c.Entries[uid] = map[string]string{}
+			if d.Entries[uid] == nil {
+				d.Entries[uid] = map[string]string{}
 			}
-			c.Entries[uid][name] = set.String()
+			d.Entries[uid][name] = set.String()
 		}
 	}
-	sum, err := c.sum()
-	if err != nil {
-		return err
-	}
-	c.Checksum = sum
-	b, err := json.Marshal(c)
+	b, err := cpstate.Marshal(d)
 	if err != nil {
 		return err
 	}
@@ -132,7 +106,8 @@ func corrupt(format string, args ...any) error {
 	return &corruptError{why: fmt.Sprintf(format, args...)}
 }
 
-// readState reads the checkpoint at path; (nil, nil) when there is none.
+// readState reads the checkpoint at path (the kubelet's or nodeagent's);
+// (nil, nil) when there is none.
 func readState(path string) (*state, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -141,23 +116,23 @@ func readState(path string) (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read CPU manager state: %w", err)
 	}
-	var c checkpoint
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, corrupt("%v", err)
+	d, err := cpstate.Unmarshal(b)
+	var bad *cpstate.CorruptError
+	if errors.As(err, &bad) {
+		return nil, corrupt("%s", bad.Why)
 	}
-	sum, err := c.sum()
 	if err != nil {
-		return nil, corrupt("%v", err)
+		return nil, err
 	}
-	if sum != c.Checksum {
-		return nil, corrupt("checksum %d, content hashes to %d", c.Checksum, sum)
-	}
-	def, err := cpuset.Parse(c.DefaultCPUSet)
+	def, err := cpuset.Parse(d.DefaultCPUSet)
 	if err != nil {
-		return nil, corrupt("defaultCpuSet %q: %v", c.DefaultCPUSet, err)
+		return nil, corrupt("defaultCpuSet %q: %v", d.DefaultCPUSet, err)
 	}
-	s := newState(c.PolicyName, def)
-	for uid, cs := range c.Entries {
+	if len(d.PodEntries) > 0 {
+		return nil, corrupt("pod-level CPU assignments (podEntries, the kubelet's PodLevelResourceManagers) are not supported")
+	}
+	s := newState(d.PolicyName, def)
+	for uid, cs := range d.Entries {
 		for name, str := range cs {
 			set, err := cpuset.Parse(str)
 			if err != nil {

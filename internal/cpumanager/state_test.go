@@ -1,6 +1,7 @@
 package cpumanager
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -78,7 +79,8 @@ func TestCheckpointRefusals(t *testing.T) {
 		{"content changed", func(t *testing.T, e *env) {
 			pinned(t, e)
 			b, _ := os.ReadFile(path(e))
-			os.WriteFile(path(e), []byte(strings.Replace(string(b), `"c":"1,17"`, `"c":"1-2,17"`, 1)), 0o644)
+			// In the data the kubelet's v4 file verifies (a JSON string).
+			os.WriteFile(path(e), []byte(strings.Replace(string(b), `\"c\":\"1,17\"`, `\"c\":\"1-2,17\"`, 1)), 0o644)
 		}, nil, []string{"is corrupt", "checksum", "delete " + "<path>", "start nodeagent again"}},
 		{"not JSON", func(t *testing.T, e *env) { os.WriteFile(path(e), []byte("{garbage"), 0o644) },
 			nil, []string{"is corrupt", "delete <path>"}},
@@ -140,5 +142,27 @@ func TestNoneToStatic(t *testing.T) {
 	b, _ = os.ReadFile(filepath.Join(dir, StateFile))
 	if !strings.Contains(string(b), `"policyName":"static"`) {
 		t.Errorf("checkpoint after none → static: %s", b)
+	}
+}
+
+// Started where a kubelet ran (its cpu_manager_state, policy none, as the
+// kubelet 1.37 writes it), the manager starts, and what it writes back is
+// the kubelet's own bytes for that state: the kubelet reads it again.
+func TestTakesOverTheKubeletsState(t *testing.T) {
+	dir := t.TempDir()
+	kubelets, err := os.ReadFile(filepath.Join("state", "testdata", "kubelet-v4-none.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelets = bytes.TrimSpace(kubelets)
+	if err := os.WriteFile(filepath.Join(dir, StateFile), kubelets, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := newEnv(t, oneSocketTwoCores).cfg.Logger
+	if _, err := New(Config{Policy: PolicyNone, StateDir: dir, Logger: log}); err != nil {
+		t.Fatalf("start on the kubelet's state: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, StateFile)); !bytes.Equal(b, kubelets) {
+		t.Fatalf("wrote back %s\nthe kubelet wrote %s", b, kubelets)
 	}
 }

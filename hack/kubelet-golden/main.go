@@ -1,0 +1,53 @@
+//go:build ignore
+
+// The kubelet's own code writing what nodeagent must read and write alike:
+// CPU manager checkpoints (golden files for internal/cpumanager/state's
+// tests) and container hashes. Run by hack/kubelet-golden.sh in a scratch
+// module that requires k8s.io/kubernetes (not nodeagent's: the build tag
+// keeps it out of ./...).
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
+	"k8s.io/kubernetes/pkg/kubelet/container"
+	v1 "k8s.io/api/core/v1"
+)
+
+func write(dir, name string, b []byte, err error) {
+	if err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		panic(err)
+	}
+}
+
+func main() {
+	dir := os.Args[1]
+	// What a kubelet 1.37 writes: v4 (dual checksum).
+	none := &state.CPUManagerCheckpoint{CheckpointData: state.CPUManagerCheckpointData{PolicyName: "none", DefaultCPUSet: "",
+		Entries: map[string]map[string]string{}, PodEntries: state.PodCPUAssignments{}, Baselines: map[string]map[string]state.ContainerCPUs{}}}
+	b, err := none.MarshalCheckpoint()
+	write(dir, "kubelet-v4-none.json", b, err)
+	static := &state.CPUManagerCheckpoint{CheckpointData: state.CPUManagerCheckpointData{PolicyName: "static", DefaultCPUSet: "0,3",
+		Entries:    map[string]map[string]string{"6a1e3c1e-0000-4000-8000-000000000001": {"app": "1-2"}},
+		PodEntries: state.PodCPUAssignments{}, Baselines: map[string]map[string]state.ContainerCPUs{}}}
+	b, err = static.MarshalCheckpoint()
+	write(dir, "kubelet-v4-static.json", b, err)
+	// What an older kubelet wrote: v2.
+	v2 := &state.CPUManagerCheckpointV2{PolicyName: "static", DefaultCPUSet: "0,3",
+		Entries: map[string]map[string]string{"6a1e3c1e-0000-4000-8000-000000000001": {"app": "1-2"}}}
+	b, err = v2.MarshalCheckpoint()
+	write(dir, "kubelet-v2-static.json", b, err)
+	v2none := &state.CPUManagerCheckpointV2{PolicyName: "none", Entries: map[string]map[string]string{}}
+	b, err = v2none.MarshalCheckpoint()
+	write(dir, "kubelet-v2-none.json", b, err)
+	// The kubelet's container hashes.
+	for _, c := range []v1.Container{{Name: "app", Image: "127.0.0.1:5055/nodeagent/busybox:1.36"}, {Name: "etcd", Image: "registry.k8s.io/etcd:3.6.4-0"}} {
+		fmt.Printf("%s\t%s\t%x\n", c.Name, c.Image, container.HashContainer(&c))
+	}
+}
