@@ -289,8 +289,8 @@ func TestAddingEphemeralContainerChangesNoHash(t *testing.T) {
 			ec := *dbgContainer.DeepCopy()
 			ec.TargetContainerName = base.Spec.Containers[0].Name
 			p := debugged(base, ec)
-			if got := cri.HashContainer(&p.Spec.Containers[0]); got != app.Config.Annotations[cri.AnnotationContainerHash] {
-				t.Fatalf("container hash with an ephemeral container %s, recorded %s", got, app.Config.Annotations[cri.AnnotationContainerHash])
+			if got := cri.HashContainer(&p.Spec.Containers[0]); got != app.Config.Annotations[cri.AnnotationAgentHash] {
+				t.Fatalf("container hash with an ephemeral container %s, recorded %s", got, app.Config.Annotations[cri.AnnotationAgentHash])
 			}
 			if res := h.sync(p); res.Err != nil || len(res.Waiting) != 0 {
 				t.Fatalf("SyncPod() = %+v", res)

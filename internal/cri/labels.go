@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/internal/checksum"
 )
 
 // The kubelet's label and annotation keys (pkg/kubelet/types/labels.go and
@@ -36,6 +38,12 @@ const (
 	// AnnotationSpecHash records the pod content hash a sandbox was made
 	// for; a different hash means the pod must be replaced.
 	AnnotationSpecHash = "io.nodeagent.pod.spec-hash"
+	// AnnotationAgentHash is nodeagent's hash of the container spec
+	// (HashContainer); io.kubernetes.container.hash holds the kubelet's
+	// (KubeletHash), so that a kubelet started on the node keeps the
+	// container. Containers of earlier agents have only the latter, with
+	// nodeagent's hash in it.
+	AnnotationAgentHash = "io.nodeagent.container.hash"
 	// AnnotationInit marks init containers.
 	AnnotationInit = "io.nodeagent.container.init"
 	// AnnotationEphemeral marks ephemeral containers (kubectl debug),
@@ -87,7 +95,8 @@ func containerLabels(p *v1.Pod, c *v1.Container) map[string]string {
 func containerAnnotations(p *v1.Pod, s startSpec, restartCount int) map[string]string {
 	c := s.c
 	a := map[string]string{
-		AnnotationContainerHash:        HashContainer(c),
+		AnnotationContainerHash:        KubeletHash(c),
+		AnnotationAgentHash:            HashContainer(c),
 		AnnotationRestartCount:         strconv.Itoa(restartCount),
 		AnnotationTerminationMsgPath:   c.TerminationMessagePath,
 		AnnotationTerminationMsgPolicy: string(c.TerminationMessagePolicy),
@@ -174,8 +183,39 @@ func HashContainer(c *v1.Container) string {
 func legacyHash(c *v1.Container) string { return md5Hex(c) }
 
 // isLegacyHash reports a hash recorded by an agent before in-place
-// resize.
-func isLegacyHash(h string) bool { return h != "" && !strings.HasPrefix(h, hashVersion) }
+// resize (16 hex digits).
+func isLegacyHash(h string) bool { return len(h) == 16 && !strings.HasPrefix(h, hashVersion) }
+
+// KubeletHash is the kubelet's container hash (kubecontainer.HashContainer,
+// as it records it: hexadecimal): FNV-32a over the dump of the JSON of
+// the container's name and image, the only fields it hashes.
+func KubeletHash(c *v1.Container) string {
+	b, err := json.Marshal(map[string]string{"name": c.Name, "image": c.Image})
+	if err != nil {
+		panic(err) // strings always marshal
+	}
+	return strconv.FormatUint(uint64(checksum.New(b)), 16)
+}
+
+// isKubeletHash reports a hash the kubelet recorded (at most 8 hex
+// digits).
+func isKubeletHash(h string) bool {
+	if h == "" || len(h) > 8 {
+		return false
+	}
+	_, err := strconv.ParseUint(h, 16, 32)
+	return err == nil
+}
+
+// containerHash is the hash a container was made for: nodeagent's own
+// annotation, else the kubelet's (a kubelet's container, or one of an
+// earlier agent, which kept its own hash there).
+func containerHash(annotations map[string]string) string {
+	if h := annotations[AnnotationAgentHash]; h != "" {
+		return h
+	}
+	return annotations[AnnotationContainerHash]
+}
 
 func md5Hex(c *v1.Container) string {
 	b, err := json.Marshal(c)

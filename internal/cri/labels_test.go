@@ -95,7 +95,8 @@ func TestContainerAnnotations(t *testing.T) {
 			name:         "first start",
 			restartCount: 0,
 			want: map[string]string{
-				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.hash":                     KubeletHash(c),
+				"io.nodeagent.container.hash":                      HashContainer(c),
 				"io.kubernetes.container.restartCount":             "0",
 				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
 				"io.kubernetes.container.terminationMessagePolicy": "File",
@@ -110,7 +111,8 @@ func TestContainerAnnotations(t *testing.T) {
 			restartCount: 3,
 			init:         true,
 			want: map[string]string{
-				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.hash":                     KubeletHash(c),
+				"io.nodeagent.container.hash":                      HashContainer(c),
 				"io.kubernetes.container.restartCount":             "3",
 				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
 				"io.kubernetes.container.terminationMessagePolicy": "File",
@@ -125,7 +127,8 @@ func TestContainerAnnotations(t *testing.T) {
 			name:      "ephemeral container",
 			ephemeral: true,
 			want: map[string]string{
-				"io.kubernetes.container.hash":                     HashContainer(c),
+				"io.kubernetes.container.hash":                     KubeletHash(c),
+				"io.nodeagent.container.hash":                      HashContainer(c),
 				"io.kubernetes.container.restartCount":             "0",
 				"io.kubernetes.container.terminationMessagePath":   "/dev/termination-log",
 				"io.kubernetes.container.terminationMessagePolicy": "File",
@@ -203,5 +206,22 @@ func TestLegacyHash(t *testing.T) {
 	}
 	if isLegacyHash("") {
 		t.Error("no hash taken for a legacy one")
+	}
+}
+
+// The kubelet's hash, as the kubelet's own code computes it for these
+// containers (hack/kubelet-golden.sh).
+func TestKubeletHash(t *testing.T) {
+	for _, tt := range []struct{ name, image, want string }{
+		{"app", "127.0.0.1:5055/nodeagent/busybox:1.36", "e5c5c63"},
+		{"etcd", "registry.k8s.io/etcd:3.6.4-0", "e9e20c65"},
+	} {
+		c := v1.Container{Name: tt.name, Image: tt.image, Command: []string{"ignored"}}
+		if got := KubeletHash(&c); got != tt.want {
+			t.Errorf("KubeletHash(%s) = %s, want the kubelet's %s", tt.name, got, tt.want)
+		}
+		if !isKubeletHash(tt.want) || isLegacyHash(tt.want) {
+			t.Errorf("%s not told apart as the kubelet's", tt.want)
+		}
 	}
 }

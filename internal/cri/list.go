@@ -163,7 +163,7 @@ func containerFromList(c *runtimeapi.Container) *pod.Container {
 		Name:      c.Labels[LabelContainerName],
 		State:     stateOf(c.State),
 		CreatedAt: time.Unix(0, c.CreatedAt),
-		Hash:      c.Annotations[AnnotationContainerHash],
+		Hash:      containerHash(c.Annotations),
 		Init:      c.Annotations[AnnotationInit] == "true",
 		Ephemeral: c.Annotations[AnnotationEphemeral] == "true",
 		ImageRef:  c.ImageRef,

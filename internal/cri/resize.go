@@ -97,6 +97,14 @@ func resizableSpec(p *v1.Pod, name string, init bool) *v1.Container {
 	return nil
 }
 
+// adoptable reports a container made for spec by an agent before
+// in-place resize (its hash of the whole spec) or by the kubelet (its
+// hash of the name and image, as the kubelet itself judges its
+// containers): kept as it runs, and recorded with nodeagent's hash.
+func adoptable(hash string, spec *v1.Container) bool {
+	return isLegacyHash(hash) && hash == legacyHash(spec) || isKubeletHash(hash) && hash == KubeletHash(spec)
+}
+
 // withActuated is st as the runtime acts on it: each running instance's
 // resources and hash as the allocation manager's record says, over those
 // of its annotations. A running instance an older agent made (its hash
@@ -116,12 +124,12 @@ func (r *Runtime) withActuated(p *v1.Pod, st *pod.RuntimeStatus, log *zap.Logger
 			continue
 		}
 		rec, ok := r.alloc.Actuated(p.UID, c.Name, c.ID)
-		if spec := containerSpec(p, c.Name, c.Init); !ok && spec != nil && isLegacyHash(c.Hash) && c.Hash == legacyHash(spec) {
+		if spec := containerSpec(p, c.Name, c.Init); !ok && spec != nil && adoptable(c.Hash, spec) {
 			rec = pod.Actuated{ContainerID: c.ID, Resources: cpuMemory(spec.Resources), Hash: HashContainer(spec)}
 			if err := r.alloc.SetActuated(p.UID, c.Name, rec); err != nil {
-				log.Warn("record a container of an earlier agent; adopted again at the next sync", zap.String("container", c.Name), zap.Error(err))
+				log.Warn("record a container of an earlier agent or the kubelet; adopted again at the next sync", zap.String("container", c.Name), zap.Error(err))
 			} else {
-				log.Info("container of an earlier agent adopted", zap.String("container", c.Name), zap.String("containerID", c.ID))
+				log.Info("container of an earlier agent or the kubelet adopted", zap.String("container", c.Name), zap.String("containerID", c.ID))
 			}
 			ok = true
 		}

@@ -330,11 +330,48 @@ func legacyHash(c *v1.Container) string {
 // in-place resize: its whole-spec hash, no resources annotation.
 func asOldAgent(t *testing.T, f *critest.Fake, id string, spec *v1.Container) {
 	t.Helper()
-	if err := f.SetAnnotation(id, cri.AnnotationContainerHash, legacyHash(spec)); err != nil {
-		t.Fatal(err)
+	madeBy(t, f, id, legacyHash(spec))
+}
+
+// madeBy makes the running container look made by another agent: hash
+// in io.kubernetes.container.hash, no nodeagent hash, no resources
+// annotation.
+func madeBy(t *testing.T, f *critest.Fake, id, hash string) {
+	t.Helper()
+	for k, v := range map[string]string{cri.AnnotationContainerHash: hash, cri.AnnotationAgentHash: "", cri.AnnotationContainerResources: ""} {
+		if err := f.SetAnnotation(id, k, v); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := f.SetAnnotation(id, cri.AnnotationContainerResources, ""); err != nil {
-		t.Fatal(err)
+}
+
+// TestKeepsTheKubeletsContainers: a container the kubelet made carries
+// the kubelet's hash (name and image). Taken over, it is kept as it runs
+// and adopted; one whose image differs from the spec is replaced.
+func TestKeepsTheKubeletsContainers(t *testing.T) {
+	h := newResizeHarness(t)
+	p := resizePod("100m", "200m", "64Mi", "128Mi")
+	id := h.start(p)
+	madeBy(t, h.fake, id, cri.KubeletHash(&p.Spec.Containers[0]))
+	if res := h.sync(p); res.Err != nil {
+		t.Fatalf("sync after the takeover: %v", res.Err)
+	}
+	if got := filterMethods(h.fake.Methods(), "StopContainer", "CreateContainer"); len(got) != 0 {
+		t.Fatalf("the takeover made %v: the kubelet's container must be kept", got)
+	}
+	if a, ok := h.alloc.Actuated(p.UID, "app", id); !ok || a.Hash != cri.HashContainer(&p.Spec.Containers[0]) {
+		t.Fatalf("adoption record %+v, %v", a, ok)
+	}
+
+	q := resizePod("100m", "200m", "64Mi", "128Mi")
+	q.UID = "other-uid"
+	id = h.start(q)
+	other := q.Spec.Containers[0]
+	other.Image = "example.com/other:1"
+	madeBy(t, h.fake, id, cri.KubeletHash(&other))
+	h.sync(q)
+	if got := filterMethods(h.fake.Methods(), "StopContainer", "CreateContainer"); !cmp.Equal(got, []string{"StopContainer", "CreateContainer"}) {
+		t.Fatalf("a kubelet's container of another image: %v, want it replaced", got)
 	}
 }
 

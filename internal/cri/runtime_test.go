@@ -261,8 +261,11 @@ func TestSyncPodNewPod(t *testing.T) {
 	if got := cfg.Annotations[cri.AnnotationRestartCount]; got != "0" {
 		t.Errorf("restartCount annotation = %q, want 0", got)
 	}
-	if got := cfg.Annotations[cri.AnnotationContainerHash]; got != cri.HashContainer(&webPod.Spec.Containers[0]) {
-		t.Errorf("container hash annotation = %q, want the spec's hash", got)
+	if got := cfg.Annotations[cri.AnnotationAgentHash]; got != cri.HashContainer(&webPod.Spec.Containers[0]) {
+		t.Errorf("nodeagent's container hash annotation = %q, want the spec's hash", got)
+	}
+	if got := cfg.Annotations[cri.AnnotationContainerHash]; got != cri.KubeletHash(&webPod.Spec.Containers[0]) {
+		t.Errorf("container hash annotation = %q, want the kubelet's hash", got)
 	}
 	sbIP := h.fake.Sandboxes()[0].IP
 	var env []string
