@@ -75,6 +75,7 @@ type agent struct {
 	desired        *podmanager.Manager // the desired pods: the loop writes, the others read
 	// newRuntime, newSources, newEviction, newLoop, newReaders
 	rt          *cri.Runtime
+	adopter     *cri.Adopter
 	mux         *podsource.Mux
 	runSources  []func(context.Context) error
 	plegG       *pleg.Generic
@@ -241,8 +242,17 @@ func (a *agent) newRuntime(context.Context) (err error) {
 		// Dead containers kept (the kubelet's container GC policy).
 		ContainerGCMinAge: o.minimumContainerTTL, ContainerGCMaxPerPodContainer: int(o.maxDeadPerContainer),
 		ContainerGCMaxContainers: int(o.maxDeadContainers),
+		AdoptKubeletPods:         o.adoptKubeletPods,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The PLEG's cache is the runtime's pods; static pods are adopted
+	// from it as they arrive (before the loop: the sources feed it).
+	a.plegG = pleg.NewGeneric(a.rt, a.clk, a.log, 1000)
+	a.plegG.ObserveRelists(a.mets.ObserveRelist)
+	a.adopter = cri.NewAdopter(func() map[pod.UID]*pod.RuntimeStatus { s, _ := a.plegG.Snapshot(); return s }, a.log)
+	return nil
 }
 
 // newSources builds the pod sources' mux and the static sources (the
@@ -262,7 +272,13 @@ func (a *agent) newSources(ctx context.Context) error {
 	}
 	a.mux = podsource.NewMux(sources...)
 	sink := func(source string) func([]*v1.Pod) {
-		return func(pods []*v1.Pod) { a.api.StaticPods(source, pods); a.mux.Set(ctx, source, pods) }
+		return func(pods []*v1.Pod) {
+			if source != pod.SourceAPI && o.adoptKubeletPods {
+				pods = a.adopter.Adopt(pods) // the UIDs they run under
+			}
+			a.api.StaticPods(source, pods)
+			a.mux.Set(ctx, source, pods)
+		}
 	}
 	problems := func(source string) func(map[string]string) {
 		return func(p map[string]string) { a.statuses.SourceProblems(source, p) }
@@ -296,11 +312,9 @@ func (a *agent) newSources(ctx context.Context) error {
 	return nil
 }
 
-// newLoop builds the PLEG and the sync loop with its admission chains.
+// newLoop builds the sync loop with its admission chains.
 func (a *agent) newLoop(ctx context.Context) (err error) {
 	o := a.o
-	a.plegG = pleg.NewGeneric(a.rt, a.clk, a.log, 1000)
-	a.plegG.ObserveRelists(a.mets.ObserveRelist)
 	a.labels = map[string]string{"kubernetes.io/hostname": a.nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
 	for k, v := range o.nodeLabels {
 		a.labels[k] = v

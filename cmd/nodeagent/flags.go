@@ -63,6 +63,7 @@ func addRuntimeFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.cniBinDir, "cni-bin-dir", o.cniBinDir, "CNI plugin dir the runtime uses, for nodeagent's validation; not given: the runtime's, when it names them")
 	fs.DurationVar(&o.cniGCPeriod, "cni-gc-period", o.cniGCPeriod, "period of CNI GC: pod IPs and attachments leaked by crashes, of no ready sandbox of the runtime and older than a minute, are released; 0 disables it")
 	fs.DurationVar(&kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, "max-container-restart-period", kc.CrashLoopBackOff.MaxContainerRestartPeriod.Duration, "cap of the CrashLoopBackOff delay")
+	fs.BoolVar(&o.adoptKubeletPods, "adopt-kubelet-pods", o.adoptKubeletPods, "take the kubelet's pods on the runtime as this agent's own, as they run (a node the kubelet ran, the kubelet stopped); static pods keep the kubelet's UIDs. Never run nodeagent beside a running kubelet on one runtime")
 	fs.BoolVar(&o.eventedPLEG, "evented-pleg", o.eventedPLEG, "follow the runtime's container event stream (CRI GetContainerEvents) and relist every 10s only as a safety net; without it, or on runtimes lacking the stream, relist every second")
 	fs.DurationVar(&o.minimumContainerTTL, "minimum-container-ttl-duration", o.minimumContainerTTL, "Minimum age for a finished container before it is garbage collected.  Examples: '300ms', '10s' or '2h45m'")
 	fs.Var((*int32Value)(&o.maxDeadPerContainer), "maximum-dead-containers-per-container", "Maximum number of old instances to retain per container.  Each container takes up some disk space.")

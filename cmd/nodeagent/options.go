@@ -55,6 +55,7 @@ type agentFlags struct {
 	cniConfDirGiven, cniBinDirGiven bool
 	cniGCPeriod                     time.Duration
 	eventedPLEG                     bool
+	adoptKubeletPods                bool
 	manifestPermissions             string
 	allowPrivileged                 bool
 	hostNetworkSources              []string
@@ -96,7 +97,7 @@ func defaultAgentFlags() agentFlags {
 	return agentFlags{
 		rootDir: "/var/lib/nodeagent", imagePullTimeout: 5 * time.Minute,
 		cniConfDir: "/etc/cni/net.d", cniBinDir: "/opt/cni/bin", cniGCPeriod: 30 * time.Second,
-		eventedPLEG: true, manifestPermissions: "warn", allowPrivileged: true,
+		eventedPLEG: true, adoptKubeletPods: true, manifestPermissions: "warn", allowPrivileged: true,
 		hostNetworkSources: []string{"*"}, hostPIDSources: []string{"*"}, hostIPCSources: []string{"*"},
 		evictionMonitoringPeriod: 10 * time.Second, imageGCPeriod: 5 * time.Minute,
 		maxDeadPerContainer: 1, maxDeadContainers: -1,

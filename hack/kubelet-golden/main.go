@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	allocstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
 	"k8s.io/kubernetes/pkg/kubelet/container"
 	v1 "k8s.io/api/core/v1"
@@ -46,6 +49,19 @@ func main() {
 	v2none := &state.CPUManagerCheckpointV2{PolicyName: "none", Entries: map[string]map[string]string{}}
 	b, err = v2none.MarshalCheckpoint()
 	write(dir, "kubelet-v2-none.json", b, err)
+	// The allocation manager's checkpoints (allocated_pods_state and
+	// actuated_pods_state have this one format).
+	alloc, err := allocstate.NewCheckpoint(&allocstate.PodResourceCheckpointInfo{Entries: allocstate.PodResourceInfoMap{
+		types.UID("6a1e3c1e-0000-4000-8000-000000000001"): {ContainerResources: map[string]v1.ResourceRequirements{
+			"app": {Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+				Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("128Mi")}},
+			"side": {}}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	b, err = alloc.MarshalCheckpoint()
+	write(filepath.Join(dir, "..", "..", "..", "allocation", "testdata"), "kubelet-allocated_pods_state", b, err)
 	// The kubelet's container hashes.
 	for _, c := range []v1.Container{{Name: "app", Image: "127.0.0.1:5055/nodeagent/busybox:1.36"}, {Name: "etcd", Image: "registry.k8s.io/etcd:3.6.4-0"}} {
 		fmt.Printf("%s\t%s\t%x\n", c.Name, c.Image, container.HashContainer(&c))

@@ -16,11 +16,16 @@
 //     applied to an instance by an in-place resize, and the spec hash a
 //     container of an older agent was adopted with (package cri writes
 //     them; see pod.Actuated);
-//   - both checkpointed in <StateDir>/allocated_pods_state (JSON with a
-//     checksum, written atomically and durably). A corrupt file is moved
-//     aside to allocated_pods_state.corrupt and reported with what it
-//     means and what to check; the agent starts afresh rather than
-//     refusing to run (the kubelet panics);
+//   - both checkpointed in <StateDir>/nodeagent_allocation_state (JSON
+//     with a checksum, written atomically and durably), and the
+//     allocations and what the running containers were given also in the
+//     kubelet's allocated_pods_state and actuated_pods_state, in its
+//     format (a kubelet started on the node reads them; it panics on
+//     anything else). Started where a kubelet ran, its allocated_pods_state
+//     is read; a kubelet file newer than nodeagent's own is the kubelet's
+//     word. A corrupt file is moved aside to <file>.corrupt and reported
+//     with what it means and what to check; the agent starts afresh
+//     rather than refusing to run (the kubelet panics);
 //   - the resize decision (Resize, called by the runtime at the start of
 //     every sync of a pod): when the spec asks for other resources than
 //     allocated, Infeasible (a static pod; pod-level resources; a

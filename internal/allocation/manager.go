@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"go.uber.org/zap"
@@ -51,9 +50,9 @@ type Recorder interface {
 
 // Manager is the allocation manager. Safe for concurrent use.
 type Manager struct {
-	cfg  Config
-	path string
-	log  *zap.Logger
+	cfg Config
+	dir string // the state directory (its checkpoint files: state.go)
+	log *zap.Logger
 
 	mu    sync.Mutex
 	pods  map[types.UID]*podRecord
@@ -70,20 +69,20 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.StateDir == "" || cfg.Clock == nil || cfg.Logger == nil {
 		return nil, errors.New("allocation manager: StateDir, Clock and Logger are required")
 	}
-	m := &Manager{cfg: cfg, path: filepath.Join(cfg.StateDir, StateFile), log: cfg.Logger.Named("allocation"),
+	m := &Manager{cfg: cfg, dir: cfg.StateDir, log: cfg.Logger.Named("allocation"),
 		conds: map[types.UID]*resizeConditions{}}
-	pods, err := readState(m.path)
+	pods, path, err := readState(m.dir)
 	var bad *corruptError
 	switch {
 	case errors.As(err, &bad):
-		aside := m.path + ".corrupt"
-		if rerr := os.Rename(m.path, aside); rerr != nil {
-			return nil, fmt.Errorf("allocation state %s is %v, and it cannot be moved aside (%v): delete it and start nodeagent again", m.path, bad, rerr)
+		aside := path + ".corrupt"
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return nil, fmt.Errorf("allocation state %s is %v, and it cannot be moved aside (%v): delete it and start nodeagent again", path, bad, rerr)
 		}
 		m.log.Error("allocation state is corrupt; moved aside, starting afresh. Every running pod is allocated its spec's resources again "+
 			"as it is admitted: a resize that was pending (Deferred) is then taken as allocated, or refuses its pod if the node has no room for it. "+
 			"Check the pods' resources (kubectl get pods -o yaml: status.containerStatuses[].allocatedResources), then delete the moved file",
-			zap.String("file", m.path), zap.String("movedTo", aside), zap.String("why", bad.why))
+			zap.String("file", path), zap.String("movedTo", aside), zap.String("why", bad.why))
 		pods = map[types.UID]*podRecord{}
 	case err != nil:
 		return nil, err
@@ -176,7 +175,7 @@ func (m *Manager) Admitted(p *v1.Pod) error {
 	return nil
 }
 
-func (m *Manager) saveLocked() error { return writeState(m.path, m.pods) }
+func (m *Manager) saveLocked() error { return writeState(m.dir, m.pods) }
 
 // Resize decides p's resize when its spec asks for other resources than
 // those allocated, as the kubelet's handlePodResourcesResize, and returns

@@ -21,6 +21,9 @@ import (
 // orphans with it.
 func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
 	filter := map[string]string{LabelManaged: "true", LabelNode: r.cfg.NodeName}
+	if r.cfg.AdoptKubeletPods {
+		filter = nil // the kubelet's carry none of these labels: chosen below (owned)
+	}
 	cctx, cancel := r.callCtx(ctx)
 	defer cancel()
 	sbs, err := r.c.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{LabelSelector: filter}})
@@ -42,10 +45,16 @@ func (r *Runtime) ListPods(ctx context.Context) ([]*pod.RuntimeStatus, error) {
 		return st
 	}
 	for _, sb := range sbs.Items {
+		if !r.owned(sb.Labels) {
+			continue
+		}
 		st := get(sb.Labels)
 		st.Sandboxes = append(st.Sandboxes, sandboxFromList(sb))
 	}
 	for _, c := range cs.Containers {
+		if !r.owned(c.Labels) {
+			continue
+		}
 		st := get(c.Labels)
 		st.Containers = append(st.Containers, containerFromList(c))
 	}
@@ -143,6 +152,16 @@ func sortStatus(st *pod.RuntimeStatus) {
 	})
 }
 
+// owned reports a sandbox's or container's labels as this agent's: made
+// by it (its labels, its node), or by the kubelet when AdoptKubeletPods
+// (a pod UID label and none of nodeagent's).
+func (r *Runtime) owned(labels map[string]string) bool {
+	if labels[LabelManaged] == "true" {
+		return labels[LabelNode] == r.cfg.NodeName
+	}
+	return r.cfg.AdoptKubeletPods && labels[LabelManaged] == "" && labels[LabelPodUID] != ""
+}
+
 func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {
 	s := &pod.Sandbox{
 		ID:        sb.Id,
@@ -150,6 +169,12 @@ func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {
 		CreatedAt: time.Unix(0, sb.CreatedAt),
 		SpecHash:  sb.Annotations[AnnotationSpecHash],
 	}
+	if s.SpecHash == "" {
+		// The kubelet's sandbox carries its static pod's annotations:
+		// the config hash is its UID, as nodeagent's spec hash is.
+		s.SpecHash = sb.Annotations[configHashAnnotation]
+	}
+
 	if sb.Metadata != nil {
 		s.Attempt = sb.Metadata.Attempt
 	}
