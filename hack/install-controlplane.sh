@@ -2,7 +2,8 @@
 # Build a real Kubernetes control plane for the API-mode e2e tests, from the
 # Go module proxy, cached outside the repo (idempotent; seconds when cached):
 #
-#   kube-apiserver, kube-controller-manager, kubectl   k8s.io/kubernetes $K8S_VERSION
+#   kube-apiserver, kube-controller-manager, kubectl,
+#   kubelet (the takeover tests)                       k8s.io/kubernetes $K8S_VERSION
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
 #   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
 #
@@ -40,7 +41,7 @@ replace_staging() {
 stamp_ok() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1-version" ] && [ "$(cat "$BIN/.$1-version")" = "$2" ]; }
 
 # ------------------------------------------------------------ kubernetes ---
-k8s_bins=(kube-apiserver kube-controller-manager kubectl)
+k8s_bins=(kube-apiserver kube-controller-manager kubectl kubelet)
 need=()
 for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need+=("$b"); done
 if [ "${#need[@]}" -eq 0 ]; then
@@ -64,6 +65,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
 		go mod tidy >/dev/null 2>&1 || go mod tidy

@@ -292,8 +292,10 @@ func floorRun(ctx context.Context, name string) (floorPod, time.Time) {
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: uid},
 		Hostname:     name,
 		LogDirectory: filepath.Join(work, "floorlogs", uid),
-		Labels:       map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.uid": uid},
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{}}},
+		// io.nodeagent.managed set, but not "true": not a kubelet's pod
+		// that a running nodeagent would adopt (and kill as an orphan).
+		Labels: map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.uid": uid, "io.nodeagent.managed": "floor"},
+		Linux:  &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: &runtimeapi.NamespaceOption{}}},
 	}
 	os.MkdirAll(sbCfg.LogDirectory, 0o755)
 	// As nodeagent (and the kubelet): a termination-message file is bind
@@ -308,7 +310,7 @@ func floorRun(ctx context.Context, name string) (floorPod, time.Time) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "main"},
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  []string{"sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"},
-		Labels:   map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.container.name": "main"},
+		Labels:   map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.container.name": "main", "io.nodeagent.managed": "floor"},
 		LogPath:  "main/0.log",
 		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/dev/termination-log", HostPath: termFile}},
 	}})
