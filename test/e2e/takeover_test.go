@@ -17,6 +17,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -27,6 +30,7 @@ import (
 type kubeletProc struct {
 	t       *testing.T
 	a       *agent
+	flags   []string
 	config  string
 	port    int
 	cmd     *exec.Cmd
@@ -34,7 +38,9 @@ type kubeletProc struct {
 	waitErr chan error
 }
 
-func newKubelet(t *testing.T, a *agent) *kubeletProc {
+// newKubelet is a kubelet on a's directories; extraConfig is more of its
+// KubeletConfiguration (YAML lines), flags more flags.
+func newKubelet(t *testing.T, a *agent, extraConfig string, flags ...string) *kubeletProc {
 	t.Helper()
 	// The kubelet wants its cgroup root in every hierarchy (nodeagent
 	// makes its own).
@@ -54,7 +60,7 @@ func newKubelet(t *testing.T, a *agent) *kubeletProc {
 			}
 		}
 	}
-	k := &kubeletProc{t: t, a: a, config: filepath.Join(t.TempDir(), "kubelet.yaml"), port: freePort(t), out: &syncBuffer{}}
+	k := &kubeletProc{t: t, a: a, flags: flags, config: filepath.Join(t.TempDir(), "kubelet.yaml"), port: freePort(t), out: &syncBuffer{}}
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -76,7 +82,7 @@ authentication:
     enabled: true
 authorization:
   mode: AlwaysAllow
-`, a.cgroupRoot(), a.manifests, a.logs, endpoint, k.port, freePort(t))
+`, a.cgroupRoot(), a.manifests, a.logs, endpoint, k.port, freePort(t)) + extraConfig
 	if err := os.WriteFile(k.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +101,7 @@ func (k *kubeletProc) start() {
 	if err != nil {
 		k.t.Fatalf("the upstream kubelet (hack/install-controlplane.sh builds it): %v", err)
 	}
-	k.cmd = exec.Command(bin, "--config", k.config, "--root-dir", k.a.root, "--hostname-override", k.a.node, "--v", "2")
+	k.cmd = exec.Command(bin, append([]string{"--config", k.config, "--root-dir", k.a.root, "--hostname-override", k.a.node, "--v", "2"}, k.flags...)...)
 	k.cmd.Stdout, k.cmd.Stderr = k.out, k.out
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
@@ -185,7 +191,7 @@ spec:
     volumeMounts: [{name: data, mountPath: /data}]
 `, busybox))
 
-	k := newKubelet(t, a)
+	k := newKubelet(t, a, "")
 	k.start()
 	web, once := a.podName("web")+"/app", a.podName("once")+"/app"
 	var before map[string]runningInstance
@@ -305,4 +311,174 @@ func (k *kubeletProc) pods(t *testing.T) []v1.Pod {
 		return nil
 	}
 	return l.Items
+}
+
+// cpusetOf is the cpuset the runtime gives a running container.
+func cpusetOf(t *testing.T, id string) string {
+	t.Helper()
+	st := containerStatus(t, id)
+	return st.GetResources().GetLinux().GetCpusetCpus()
+}
+
+// TestKubeletTakeoverAPIMode: a node the upstream kubelet runs in a real
+// cluster — a static pod with its mirror pod, and API pods: one reading a
+// ConfigMap volume and its service account token, one Guaranteed pod
+// pinned to a CPU of its own by the static CPU manager, one restarted
+// once — is taken over by nodeagent on the kubelet's files (its
+// kubeconfig and client certificate, root dir, cpu_manager_state): no
+// container restarted, restart counts unchanged in the API, the mirror
+// pod kept, the pinned container on its CPU, a ConfigMap edit reaching
+// the kubelet's volume; then handed back to the kubelet, which keeps
+// every container.
+func TestKubeletTakeoverAPIMode(t *testing.T) {
+	c := apiCluster(t)
+	ctx := context.Background()
+	a := newAgent(t)
+	kubeconfig, certDir := filepath.Join(a.root, "kubeconfig"), filepath.Join(a.root, "pki")
+	a.extra = []string{"--kubeconfig", kubeconfig, "--cert-dir", certDir, "--node-status-update-frequency", "2s",
+		"--sync-frequency", "10s", "--cpu-manager-policy", "static", "--reserved-cpus", "0"}
+	t.Cleanup(func() { c.Admin.CoreV1().Nodes().Delete(context.Background(), a.node, metav1.DeleteOptions{}) })
+	a.write("static.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: static}
+spec:
+  containers:
+  - name: app
+    image: %s
+    command: ["sh", "-c", "while true; do sleep 1; done"]
+`, busybox))
+	k := newKubelet(t, a, `cpuManagerPolicy: static
+reservedSystemCPUs: "0"
+nodeStatusUpdateFrequency: 2s
+syncFrequency: 10s
+`, "--kubeconfig", kubeconfig, "--bootstrap-kubeconfig", c.BootstrapKubeconfig)
+	k.start()
+	approveUntilIssued(t, c, a)
+	eventually(t, 60*time.Second, "the kubelet's Node Ready", func() bool { return nodeReady(c, a.node) })
+
+	cmName := "cfg-" + a.node
+	if _, err := c.Admin.CoreV1().ConfigMaps("default").Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName},
+		Data: map[string]string{"greeting": "hello"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Admin.CoreV1().ConfigMaps("default").Delete(context.Background(), cmName, metav1.DeleteOptions{}) })
+	cfg := apiSleeper(a, "cfg")
+	cfg.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+		LocalObjectReference: v1.LocalObjectReference{Name: cmName}}}}}
+	cfg.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
+	pinned := apiSleeper(a, "pinned")
+	one := resource.MustParse("1")
+	mem := resource.MustParse("64Mi")
+	pinned.Spec.Containers[0].Resources = v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: one, v1.ResourceMemory: mem},
+		Requests: v1.ResourceList{v1.ResourceCPU: one, v1.ResourceMemory: mem}}
+	crash := apiSleeper(a, "crash")
+	crash.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	crash.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	crash.Spec.Containers[0].Command = []string{"sh", "-c", "if [ -f /data/mark ]; then while true; do sleep 1; done; fi; touch /data/mark; exit 1"}
+	for _, p := range []*v1.Pod{cfg, pinned, crash} {
+		createPod(t, c, p)
+	}
+	mirrorName := a.podName("static")
+	var mirrorUID types.UID
+	eventually(t, 90*time.Second, "every pod Running in the API (crash restarted once), the static pod's mirror", func() bool {
+		for _, p := range []*v1.Pod{cfg, pinned, crash} {
+			got := apiPod(c, t, "default", p.Name)
+			if got == nil || got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Running == nil {
+				return false
+			}
+			if p == crash && got.Status.ContainerStatuses[0].RestartCount != 1 {
+				return false
+			}
+		}
+		m := apiPod(c, t, "default", mirrorName)
+		if m == nil {
+			return false
+		}
+		mirrorUID = m.UID
+		return true
+	})
+	before, count := instances(t, a)
+	pinnedKey := pinned.Name + "/main"
+	pinnedSet := cpusetOf(t, before[pinnedKey].id)
+	if pinnedSet != "1" {
+		t.Fatalf("the kubelet pinned %s to %q, want CPU 1", pinned.Name, pinnedSet)
+	}
+	k.stop()
+
+	// nodeagent on the kubelet's files.
+	a.start()
+	eventually(t, 30*time.Second, "nodeagent's Node Ready, the pods Running in its statuses", func() bool {
+		if !nodeReady(c, a.node) {
+			return false
+		}
+		for _, n := range []string{"cfg", "pinned", "crash"} {
+			if st := a.status(n); st == nil || st.Status.Phase != v1.PodRunning {
+				return false
+			}
+		}
+		return a.status("static") != nil
+	})
+	after, afterCount := instances(t, a)
+	for key, b := range before {
+		if after[key] != b {
+			t.Errorf("%s: %+v under the kubelet, %+v under nodeagent: restarted", key, b, after[key])
+		}
+	}
+	if afterCount != count {
+		t.Errorf("%d containers under the kubelet, %d under nodeagent", count, afterCount)
+	}
+	if got := apiPod(c, t, "default", crash.Name); got == nil || got.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Errorf("crash's restart count in the API after the takeover: %+v", got)
+	}
+	if m := apiPod(c, t, "default", mirrorName); m == nil || m.UID != mirrorUID {
+		t.Errorf("the static pod's mirror pod was not kept (%v)", m)
+	}
+	if got := cpusetOf(t, after[pinnedKey].id); got != pinnedSet {
+		t.Errorf("the pinned container's cpuset is %q under nodeagent, was %q", got, pinnedSet)
+	}
+	// A ConfigMap edit reaches the kubelet's volume.
+	cm, err := c.Admin.CoreV1().ConfigMaps("default").Get(ctx, cmName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["greeting"] = "taken over"
+	if _, err := c.Admin.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfgID := after[cfg.Name+"/main"].id
+	eventually(t, 30*time.Second, "the ConfigMap edit in the kubelet's volume", func() bool {
+		return execIn(t, cfgID, "cat", "/cfg/greeting") == "taken over"
+	})
+	after, _ = instances(t, a)
+	a.stop()
+
+	// Handed back.
+	k.start()
+	eventually(t, 60*time.Second, "the kubelet's statuses of every pod, their containers running", func() bool {
+		if !k.alive() {
+			t.Fatalf("the kubelet exited on nodeagent's files:\n%s", tail(k.out.String(), 40))
+		}
+		running := 0
+		for _, p := range k.pods(t) {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running != nil {
+					running++
+				}
+			}
+		}
+		return running == 4
+	})
+	back, _ := instances(t, a)
+	for key, r := range after {
+		if back[key] != r {
+			t.Errorf("%s: %+v under nodeagent, %+v under the kubelet again: restarted", key, r, back[key])
+		}
+	}
+	if got := cpusetOf(t, back[pinnedKey].id); got != pinnedSet {
+		t.Errorf("the pinned container's cpuset is %q under the kubelet again, was %q", got, pinnedSet)
+	}
+	if strings.Contains(k.out.String(), "checkpoint is corrupted") {
+		t.Errorf("the kubelet refused nodeagent's state:\n%s", tail(k.out.String(), 40))
+	}
+	k.stop()
 }
