@@ -14,14 +14,15 @@ import (
 // (of its internal decoding, which only the kubelet's code makes), so a
 // node the kubelet ran has its static pods running under UIDs nodeagent
 // would not compute. Handed a static source's set, the Adopter gives each
-// pod the UID of the running static pod of its name that was made for the
-// same containers — by the kubelet (its hash of each container's name and
-// image) or by nodeagent (its hash of the whole spec but resources) — so
-// it is kept as it runs, its mirror pod and logs included. A pod adopted
-// once keeps its adopted UID for the agent's life (its containers may be
-// restarting meanwhile); after a restart of the agent the runtime decides
-// again, and a pod made by nodeagent under the adopted UID is found by
-// nodeagent's own hash.
+// pod the UID of the running static pod of its name made by the kubelet
+// (or by nodeagent for a pod it adopted: AnnotationAdopted) with the
+// manifest's labels and for the same containers — the kubelet's hash of
+// each container's name and image, or nodeagent's of the whole spec but
+// resources — so it is kept as it runs, its mirror pod and logs
+// included. nodeagent's own static pods are never adopted: an edit of
+// their manifest replaces them. A pod adopted once keeps its adopted UID
+// for the agent's life (its containers may be restarting meanwhile);
+// after a restart of the agent the runtime decides again.
 type Adopter struct {
 	snapshot func() map[pod.UID]*pod.RuntimeStatus
 	log      *zap.Logger
@@ -61,6 +62,7 @@ func (a *Adopter) Adopt(pods []*v1.Pod) []*v1.Pod {
 		c := p.DeepCopy()
 		c.UID = uid
 		c.Annotations[configHashAnnotation] = string(uid)
+		c.Annotations[AnnotationAdopted] = "kubelet"
 		out[i] = c
 	}
 	return out
@@ -77,14 +79,29 @@ func adoptableStatic(p *v1.Pod, snap map[pod.UID]*pod.RuntimeStatus) (pod.UID, b
 			continue
 		}
 		sb := st.LatestSandbox()
-		if sb == nil || sb.SpecHash != string(uid) || !st.Running() {
-			continue // not a static pod (its config hash is its UID), or not running
+		if sb == nil || sb.SpecHash != string(uid) || !st.Running() || !sb.Adoptable {
+			continue // not a static pod (its config hash is its UID), not running, or nodeagent's own
+		}
+		if !sameLabels(sb.PodLabels, p.Labels) {
+			continue // another version of the manifest
 		}
 		if madeFor(p, st) {
 			return uid, true
 		}
 	}
 	return "", false
+}
+
+func sameLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // madeFor reports whether every container of p's has an instance in st

@@ -44,6 +44,11 @@ const (
 	// container. Containers of earlier agents have only the latter, with
 	// nodeagent's hash in it.
 	AnnotationAgentHash = "io.nodeagent.container.hash"
+	// AnnotationAdopted marks a static pod that runs under the UID the
+	// kubelet gave it (cri.Adopter): its sandboxes may be adopted again
+	// after an agent restart. It is the pod's own annotation (its mirror
+	// pod shows it too).
+	AnnotationAdopted = "nodeagent.io/adopted-from"
 	// AnnotationInit marks init containers.
 	AnnotationInit = "io.nodeagent.container.init"
 	// AnnotationEphemeral marks ephemeral containers (kubectl debug),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -173,6 +174,15 @@ func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {
 		// The kubelet's sandbox carries its static pod's annotations:
 		// the config hash is its UID, as nodeagent's spec hash is.
 		s.SpecHash = sb.Annotations[configHashAnnotation]
+	}
+	if sb.Labels[LabelManaged] == "" || sb.Annotations[AnnotationAdopted] != "" {
+		s.Adoptable = true
+		s.PodLabels = map[string]string{}
+		for k, v := range sb.Labels {
+			if !strings.HasPrefix(k, "io.kubernetes.") && !strings.HasPrefix(k, "io.nodeagent.") {
+				s.PodLabels[k] = v
+			}
+		}
 	}
 
 	if sb.Metadata != nil {

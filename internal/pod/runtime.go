@@ -17,6 +17,11 @@ type Sandbox struct {
 	IPs       []string
 	// SpecHash is the pod hash the sandbox was created for.
 	SpecHash string
+	// Adoptable: made by the kubelet, or by nodeagent for a static pod it
+	// adopted from the kubelet (see cri.Adopter); PodLabels are then the
+	// pod's labels it was made with.
+	Adoptable bool
+	PodLabels map[string]string
 }
 
 // ContainerState is the state of one runtime container.
