@@ -47,7 +47,7 @@ type Config struct {
 	// own: a node the kubelet ran is taken over as it runs. Never beside a
 	// running kubelet on the same runtime.
 	AdoptKubeletPods bool
-	NodeIP   string
+	NodeIP           string
 	// NodeAllocatable is the node's allocatable resources (its Node
 	// status's): the limit a downward-API env var reads for a container
 	// without one. When nil, the host's figures stand in (package

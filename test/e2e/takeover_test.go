@@ -361,7 +361,9 @@ syncFrequency: 10s
 		Data: map[string]string{"greeting": "hello"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Admin.CoreV1().ConfigMaps("default").Delete(context.Background(), cmName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		c.Admin.CoreV1().ConfigMaps("default").Delete(context.Background(), cmName, metav1.DeleteOptions{})
+	})
 	cfg := apiSleeper(a, "cfg")
 	cfg.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
 		LocalObjectReference: v1.LocalObjectReference{Name: cmName}}}}}
