@@ -42,12 +42,12 @@ type Config struct {
 	ImagePull *backoff.Backoff
 	// NodeName and NodeIP fill downward-API env vars.
 	NodeName string
+	NodeIP   string
 	// AdoptKubeletPods makes the kubelet's sandboxes and containers on the
 	// runtime (the kubelet's labels, none of nodeagent's) this agent's
 	// own: a node the kubelet ran is taken over as it runs. Never beside a
 	// running kubelet on the same runtime.
 	AdoptKubeletPods bool
-	NodeIP           string
 	// NodeAllocatable is the node's allocatable resources (its Node
 	// status's): the limit a downward-API env var reads for a container
 	// without one. When nil, the host's figures stand in (package
