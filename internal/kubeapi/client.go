@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -271,7 +273,29 @@ func clientCertPEM(cfg *rest.Config) (certPEM, keyPEM []byte, err error) {
 			return nil, nil, fmt.Errorf("kubeconfig client key: %w", err)
 		}
 	}
+	// A kubelet's certificate store file holds both (its kubeconfig names
+	// it as certificate and key): each part gets only its own blocks.
+	certPEM, keyPEM = pemBlocks(certPEM, func(typ string) bool { return typ == "CERTIFICATE" }),
+		pemBlocks(keyPEM, func(typ string) bool { return strings.HasSuffix(typ, "PRIVATE KEY") })
+	if len(certPEM) == 0 || len(keyPEM) == 0 {
+		return nil, nil, errors.New("kubeconfig client certificate: no certificate or no private key in PEM")
+	}
 	return certPEM, keyPEM, nil
+}
+
+// pemBlocks re-encodes the PEM blocks of b whose type keep accepts.
+func pemBlocks(b []byte, keep func(typ string) bool) []byte {
+	var out []byte
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return out
+		}
+		if keep(blk.Type) {
+			out = append(out, pem.EncodeToMemory(blk)...)
+		}
+	}
 }
 
 func waitForCert(ctx context.Context, mgr certificate.Manager, clk clock.WithTicker, log *zap.Logger) error {

@@ -110,3 +110,51 @@ func TestHeartbeatClientIsNotRateLimited(t *testing.T) {
 		t.Errorf("the heartbeat client is rate limited (%T)", rl)
 	}
 }
+
+// A kubeconfig naming another kubelet's certificate store file (one PEM
+// file with the certificate and the key, given as both) under
+// --rotate-certificates: its certificate becomes this store's.
+func TestAnotherStoresCertificateGoesToTheStore(t *testing.T) {
+	ca := newSigningCA(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(9), NotBefore: now, NotAfter: now.Add(time.Hour),
+		Subject: pkix.Name{CommonName: "system:node:node1", Organization: []string{"system:nodes"}}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := pemPair(&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	combined := filepath.Join(dir, "elsewhere", "kubelet-client-current.pem")
+	os.MkdirAll(filepath.Dir(combined), 0o700)
+	if err := os.WriteFile(combined, append(append([]byte{}, certPEM...), keyPEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubelet.conf")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{ClientCertificate: combined, ClientKey: combined}
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
+	kc.CurrentContext = "x"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	pki := filepath.Join(dir, "pki")
+	cl, err := Connect(context.Background(), ClientConfig{Kubeconfig: kubeconfig, CertDir: pki, NodeName: "node1",
+		QPS: 5, Burst: 10, RotateCertificates: true, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	cl.Stop()
+	current := filepath.Join(pki, "kubelet-client-current.pem")
+	if stored, err := os.ReadFile(current); err != nil || !bytes.Contains(stored, certPEM) || cl.Config.CertFile != current {
+		t.Fatalf("store %q (%v), client reads %q: want the other store's certificate here", stored, err, cl.Config.CertFile)
+	}
+}

@@ -86,11 +86,18 @@ authorization:
 	if err := os.WriteFile(k.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The kubelet makes /var/lib/kubelet/device-plugins whatever its root
+	// dir: removed again when the test made it.
+	_, err := os.Stat("/var/lib/kubelet")
+	made := os.IsNotExist(err)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("---- kubelet log ----\n%s", tail(k.out.String(), 80))
 		}
 		k.stop()
+		if made {
+			os.RemoveAll("/var/lib/kubelet")
+		}
 	})
 	return k
 }
@@ -101,7 +108,9 @@ func (k *kubeletProc) start() {
 	if err != nil {
 		k.t.Fatalf("the upstream kubelet (hack/install-controlplane.sh builds it): %v", err)
 	}
-	k.cmd = exec.Command(bin, append([]string{"--config", k.config, "--root-dir", k.a.root, "--hostname-override", k.a.node, "--v", "2"}, k.flags...)...)
+	// --cert-dir is not under --root-dir by default (/var/lib/kubelet/pki).
+	k.cmd = exec.Command(bin, append([]string{"--config", k.config, "--root-dir", k.a.root, "--cert-dir", filepath.Join(k.a.root, "pki"),
+		"--hostname-override", k.a.node, "--v", "2"}, k.flags...)...)
 	k.cmd.Stdout, k.cmd.Stderr = k.out, k.out
 	k.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := k.cmd.Start(); err != nil {
