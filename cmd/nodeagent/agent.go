@@ -251,7 +251,7 @@ func (a *agent) newRuntime(context.Context) (err error) {
 	// from it as they arrive (before the loop: the sources feed it).
 	a.plegG = pleg.NewGeneric(a.rt, a.clk, a.log, 1000)
 	a.plegG.ObserveRelists(a.mets.ObserveRelist)
-	a.adopter = cri.NewAdopter(func() map[pod.UID]*pod.RuntimeStatus { s, _ := a.plegG.Snapshot(); return s }, a.log)
+	a.adopter = cri.NewAdopter(a.plegG.Snapshot, a.clk, a.log)
 	return nil
 }
 
@@ -274,7 +274,7 @@ func (a *agent) newSources(ctx context.Context) error {
 	sink := func(source string) func([]*v1.Pod) {
 		return func(pods []*v1.Pod) {
 			if source != pod.SourceAPI && o.adoptKubeletPods {
-				pods = a.adopter.Adopt(pods) // the UIDs they run under
+				pods = a.adopter.Adopt(ctx, pods) // the UIDs they run under
 			}
 			a.api.StaticPods(source, pods)
 			a.mux.Set(ctx, source, pods)

@@ -97,7 +97,7 @@ func defaultAgentFlags() agentFlags {
 	return agentFlags{
 		rootDir: "/var/lib/nodeagent", imagePullTimeout: 5 * time.Minute,
 		cniConfDir: "/etc/cni/net.d", cniBinDir: "/opt/cni/bin", cniGCPeriod: 30 * time.Second,
-		eventedPLEG: true, adoptKubeletPods: true, manifestPermissions: "warn", allowPrivileged: true,
+		eventedPLEG: true, manifestPermissions: "warn", allowPrivileged: true,
 		hostNetworkSources: []string{"*"}, hostPIDSources: []string{"*"}, hostIPCSources: []string{"*"},
 		evictionMonitoringPeriod: 10 * time.Second, imageGCPeriod: 5 * time.Minute,
 		maxDeadPerContainer: 1, maxDeadContainers: -1,

@@ -71,7 +71,9 @@ func writeState(dir string, pods map[types.UID]*podRecord) error {
 		if err != nil {
 			return err
 		}
-		if err := atomicfile.Write(filepath.Join(dir, f.name), b, 0o644, true); err != nil {
+		// Renamed into place, not fsynced: nodeagent's own file (below) is
+		// its durable record; these are for a kubelet started later.
+		if err := atomicfile.Write(filepath.Join(dir, f.name), b, 0o644, false); err != nil {
 			return fmt.Errorf("write allocation state: %w", err)
 		}
 	}

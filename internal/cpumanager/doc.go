@@ -56,7 +56,8 @@
 // numa, align-by-uncore-cache, …), and pod-level resources (such pods
 // stay in the shared pool).
 //
-// Concurrency: Allocate and RemoveStale (sync loop), ContainerCPUs (pod
+// Concurrency: Allocate (admission) and RemoveStale (housekeeping, beside
+// the loop; the loop never admits while a round runs), ContainerCPUs (pod
 // workers) and the readers are safe for concurrent use under one mutex;
 // Reconcile runs on Run's goroutine only, which is the only one making
 // CRI calls.

@@ -80,8 +80,9 @@ type Config struct {
 // use (policy), remembers it (state, checkpointed), and keeps running
 // containers on them (reconcile).
 //
-// Allocate and RemoveStale are called by the sync loop (admission,
-// housekeeping); ContainerCPUs by pod workers at container creation;
+// Allocate and RemoveStale are called by the sync loop's admission and
+// its housekeeping rounds, never at once; ContainerCPUs by pod workers at
+// container creation;
 // Reconcile from Run's goroutine. All are safe for concurrent use.
 type Manager struct {
 	cfg      Config

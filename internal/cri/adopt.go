@@ -1,10 +1,13 @@
 package cri
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -13,64 +16,93 @@ import (
 // a static pod is its own hash of the manifest; the kubelet's is another
 // (of its internal decoding, which only the kubelet's code makes), so a
 // node the kubelet ran has its static pods running under UIDs nodeagent
-// would not compute. Handed a static source's set, the Adopter gives each
-// pod the UID of the running static pod of its name made by the kubelet
-// (or by nodeagent for a pod it adopted: AnnotationAdopted) with the
-// manifest's labels and for the same containers — the kubelet's hash of
-// each container's name and image, or nodeagent's of the whole spec but
-// resources — so it is kept as it runs, its mirror pod and logs
-// included. nodeagent's own static pods are never adopted: an edit of
-// their manifest replaces them. A pod adopted once keeps its adopted UID
-// for the agent's life (its containers may be restarting meanwhile);
-// after a restart of the agent the runtime decides again.
+// would not compute. Handed a static source's set, the Adopter gives a pod
+// the UID of the running static pod of its name that the kubelet made
+// with the manifest's labels and for the same containers (the kubelet's
+// hash of each container's name and image, or nodeagent's of a container
+// it restarted there) — only for the first manifest of that name the agent
+// sees after its start: an edit of the manifest later replaces the pod, as
+// for nodeagent's own static pods, which are never adopted. A sandbox
+// nodeagent makes for an adopted pod carries AnnotationAdopted with the
+// manifest's UID, and is adopted again after an agent restart while the
+// manifest is unchanged. A pod adopted once keeps its adopted UID for the
+// agent's life (its sandbox may be being recreated meanwhile).
 type Adopter struct {
-	snapshot func() map[pod.UID]*pod.RuntimeStatus
+	snapshot func() (map[pod.UID]*pod.RuntimeStatus, time.Time)
+	clock    clock.WithTicker
 	log      *zap.Logger
 
 	mu      sync.Mutex
-	adopted map[pod.UID]pod.UID // nodeagent's UID → the running pod's
+	adopted map[pod.UID]pod.UID // the manifest's UID → the running pod's
+	// first is the manifest UID each full name had when first seen.
+	first map[string]pod.UID
 }
 
 // NewAdopter adopts from the runtime's pods as snapshot lists them (the
-// PLEG's cache).
-func NewAdopter(snapshot func() map[pod.UID]*pod.RuntimeStatus, log *zap.Logger) *Adopter {
-	return &Adopter{snapshot: snapshot, log: log.Named("adopt"), adopted: map[pod.UID]pod.UID{}}
+// PLEG's cache, with the time of its relist: zero before the first).
+func NewAdopter(snapshot func() (map[pod.UID]*pod.RuntimeStatus, time.Time), c clock.WithTicker, log *zap.Logger) *Adopter {
+	return &Adopter{snapshot: snapshot, clock: c, log: log.Named("adopt"), adopted: map[pod.UID]pod.UID{}, first: map[string]pod.UID{}}
 }
 
 // Adopt returns pods with every adoptable pod replaced by a copy under
 // the UID it runs under (its config hash too, which is a static pod's
-// UID); the others as they are.
-func (a *Adopter) Adopt(pods []*v1.Pod) []*v1.Pod {
+// UID, and AnnotationAdopted); the others as they are. It waits for the
+// runtime's first listing (ctx ending: no adoption), so that a pod is not
+// judged against a runtime not looked at yet.
+func (a *Adopter) Adopt(ctx context.Context, pods []*v1.Pod) []*v1.Pod {
 	var snap map[pod.UID]*pod.RuntimeStatus
 	out := make([]*v1.Pod, len(pods))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, p := range pods {
 		out[i] = p
+		name := pod.FullName(p)
+		if _, ok := a.first[name]; !ok {
+			a.first[name] = p.UID
+		}
 		uid, ok := a.adopted[p.UID]
 		if !ok {
 			if snap == nil {
-				snap = a.snapshot()
+				if snap = a.listed(ctx); snap == nil {
+					return pods
+				}
 			}
-			if uid, ok = adoptableStatic(p, snap); !ok {
+			if uid, ok = adoptableStatic(p, snap, a.first[name] == p.UID); !ok {
 				continue
 			}
 			a.adopted[p.UID] = uid
-			a.log.Info("static pod adopted as it runs", zap.String("pod", pod.FullName(p)),
+			a.log.Info("static pod adopted as it runs", zap.String("pod", name),
 				zap.String("uid", string(uid)), zap.String("manifestUID", string(p.UID)))
 		}
 		c := p.DeepCopy()
 		c.UID = uid
 		c.Annotations[configHashAnnotation] = string(uid)
-		c.Annotations[AnnotationAdopted] = "kubelet"
+		c.Annotations[AnnotationAdopted] = string(p.UID)
 		out[i] = c
 	}
 	return out
 }
 
-// adoptableStatic is the UID of the running static pod of p's name, made for
-// p's containers, when p's own UID does not run.
-func adoptableStatic(p *v1.Pod, snap map[pod.UID]*pod.RuntimeStatus) (pod.UID, bool) {
+// listed is the runtime's pods once they were listed (nil: ctx ended).
+func (a *Adopter) listed(ctx context.Context) map[pod.UID]*pod.RuntimeStatus {
+	for {
+		if snap, at := a.snapshot(); !at.IsZero() {
+			return snap
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.clock.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// adoptableStatic is the UID of the running static pod of p's name, made
+// for p's containers and labels, when p's own UID does not run: one the
+// kubelet made (only when firstManifest: p is the first manifest of its
+// name since the agent's start), or one nodeagent made for this very
+// manifest.
+func adoptableStatic(p *v1.Pod, snap map[pod.UID]*pod.RuntimeStatus, firstManifest bool) (pod.UID, bool) {
 	if _, runs := snap[p.UID]; runs || p.Annotations == nil {
 		return "", false
 	}
@@ -79,8 +111,11 @@ func adoptableStatic(p *v1.Pod, snap map[pod.UID]*pod.RuntimeStatus) (pod.UID, b
 			continue
 		}
 		sb := st.LatestSandbox()
-		if sb == nil || sb.SpecHash != string(uid) || !st.Running() || !sb.Adoptable {
-			continue // not a static pod (its config hash is its UID), not running, or nodeagent's own
+		if sb == nil || sb.SpecHash != string(uid) || !st.Running() {
+			continue // not a static pod (its config hash is its UID), or not running
+		}
+		if !(sb.Kubelet && firstManifest) && sb.AdoptedFrom != string(p.UID) {
+			continue // nodeagent's own, or adopted for another manifest
 		}
 		if !sameLabels(sb.PodLabels, p.Labels) {
 			continue // another version of the manifest

@@ -45,9 +45,10 @@ const (
 	// nodeagent's hash in it.
 	AnnotationAgentHash = "io.nodeagent.container.hash"
 	// AnnotationAdopted marks a static pod that runs under the UID the
-	// kubelet gave it (cri.Adopter): its sandboxes may be adopted again
-	// after an agent restart. It is the pod's own annotation (its mirror
-	// pod shows it too).
+	// kubelet gave it (cri.Adopter), with the UID nodeagent gives its
+	// manifest: its sandboxes are adopted again after an agent restart
+	// while the manifest is unchanged. It is the pod's own annotation (its
+	// mirror pod shows it too).
 	AnnotationAdopted = "nodeagent.io/adopted-from"
 	// AnnotationInit marks init containers.
 	AnnotationInit = "io.nodeagent.container.init"

@@ -175,8 +175,8 @@ func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {
 		// the config hash is its UID, as nodeagent's spec hash is.
 		s.SpecHash = sb.Annotations[configHashAnnotation]
 	}
-	if sb.Labels[LabelManaged] == "" || sb.Annotations[AnnotationAdopted] != "" {
-		s.Adoptable = true
+	s.Kubelet, s.AdoptedFrom = sb.Labels[LabelManaged] == "", sb.Annotations[AnnotationAdopted]
+	if s.Kubelet || s.AdoptedFrom != "" {
 		s.PodLabels = map[string]string{}
 		for k, v := range sb.Labels {
 			if !strings.HasPrefix(k, "io.kubernetes.") && !strings.HasPrefix(k, "io.nodeagent.") {

@@ -17,11 +17,12 @@ type Sandbox struct {
 	IPs       []string
 	// SpecHash is the pod hash the sandbox was created for.
 	SpecHash string
-	// Adoptable: made by the kubelet, or by nodeagent for a static pod it
-	// adopted from the kubelet (see cri.Adopter); PodLabels are then the
-	// pod's labels it was made with.
-	Adoptable bool
-	PodLabels map[string]string
+	// Kubelet: made by the kubelet; AdoptedFrom: made by nodeagent for a
+	// static pod it adopted from the kubelet, the manifest's own UID (see
+	// cri.Adopter). PodLabels are then the pod's labels it was made with.
+	Kubelet     bool
+	AdoptedFrom string
+	PodLabels   map[string]string
 }
 
 // ContainerState is the state of one runtime container.

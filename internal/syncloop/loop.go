@@ -311,42 +311,53 @@ func (l *Loop) HandlePodAdditions(pods []*v1.Pod) {
 			// is stopped and kept until the pod is deleted.
 			l.log.Info("pod already finished; keeping what is left of it", zap.String("pod", pod.FullName(p)),
 				zap.String("uid", string(p.UID)), zap.String("phase", string(p.Status.Phase)))
-			l.admitLocked(p, false)
+			l.admitFinished(p)
 			continue
 		}
-		others := l.activeOthers()
-		if r := l.cfg.Admit.Admit(&admit.Attributes{Pod: p, OtherPods: others}); !r.Admit {
-			l.log.Warn("pod refused by admission", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
-				zap.String("reason", r.Reason), zap.String("message", r.Message))
-			l.pods.Refuse(p)
-			if l.status != nil {
-				l.status.Refused(p, r.Reason, r.Message)
-			}
-			continue
-		}
-		l.log.Info("pod admitted", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
-		if l.status != nil {
-			// Visible at once (Pending / ContainerCreating, startTime now),
-			// not only once its first sync, maybe a long pull, ends.
-			if snap == nil {
-				snap, _ = l.cfg.PLEG.Snapshot()
-			}
-			l.status.Admitted(p, snap[p.UID])
-		}
-		l.admitLocked(p, true)
+		l.admitNew(p, &snap)
 	}
 }
 
-// admitLocked records p as admitted and dispatches it (first stopping
-// the runtime pods of its name nobody wants, when killOld), between two
+// admitNew runs the admit chain on p and, when it admits p, records and
+// dispatches it (first stopping the runtime pods of its name nobody
+// wants) — all under l.hk: the chain allocates (exclusive CPUs, resource
+// allocations), and a housekeeping round must never release what it
+// allocated for a pod that round's view of the pods missed. snap is the
+// runtime's view, taken once per batch of additions.
+func (l *Loop) admitNew(p *v1.Pod, snap *map[pod.UID]*pod.RuntimeStatus) {
+	l.hk.Lock()
+	defer l.hk.Unlock()
+	others := l.activeOthers()
+	if r := l.cfg.Admit.Admit(&admit.Attributes{Pod: p, OtherPods: others}); !r.Admit {
+		l.log.Warn("pod refused by admission", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
+			zap.String("reason", r.Reason), zap.String("message", r.Message))
+		l.pods.Refuse(p)
+		if l.status != nil {
+			l.status.Refused(p, r.Reason, r.Message)
+		}
+		return
+	}
+	l.log.Info("pod admitted", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)))
+	if l.status != nil {
+		// Visible at once (Pending / ContainerCreating, startTime now),
+		// not only once its first sync, maybe a long pull, ends.
+		if *snap == nil {
+			*snap, _ = l.cfg.PLEG.Snapshot()
+		}
+		l.status.Admitted(p, (*snap)[p.UID])
+	}
+	l.pods.Set(p)
+	l.killSameName(p)
+	l.dispatch(p.UID, p)
+}
+
+// admitFinished records an already finished pod as admitted and
+// dispatches it (its worker keeps what is left of it), between two
 // housekeeping rounds.
-func (l *Loop) admitLocked(p *v1.Pod, killOld bool) {
+func (l *Loop) admitFinished(p *v1.Pod) {
 	l.hk.Lock()
 	defer l.hk.Unlock()
 	l.pods.Set(p)
-	if killOld {
-		l.killSameName(p)
-	}
 	l.dispatch(p.UID, p)
 }
 

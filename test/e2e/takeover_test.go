@@ -177,7 +177,7 @@ func instances(t *testing.T, a *agent) (map[string]runningInstance, int) {
 // UIDs with their restart counts, their logs readable — and handed back
 // to the kubelet the same way, after nodeagent restarted a container.
 func TestKubeletTakeoverAndHandback(t *testing.T) {
-	a := newAgent(t) // its --pod-logs-dir is the kubelet's podLogsDir too
+	a := newAgent(t, "--adopt-kubelet-pods") // its --pod-logs-dir is the kubelet's podLogsDir too
 	a.write("web.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: web}
@@ -344,7 +344,7 @@ func TestKubeletTakeoverAPIMode(t *testing.T) {
 	ctx := context.Background()
 	a := newAgent(t)
 	kubeconfig, certDir := filepath.Join(a.root, "kubeconfig"), filepath.Join(a.root, "pki")
-	a.extra = []string{"--kubeconfig", kubeconfig, "--cert-dir", certDir, "--node-status-update-frequency", "2s",
+	a.extra = []string{"--adopt-kubelet-pods", "--kubeconfig", kubeconfig, "--cert-dir", certDir, "--node-status-update-frequency", "2s",
 		"--sync-frequency", "10s", "--cpu-manager-policy", "static", "--reserved-cpus", "0"}
 	t.Cleanup(func() { c.Admin.CoreV1().Nodes().Delete(context.Background(), a.node, metav1.DeleteOptions{}) })
 	a.write("static.yaml", fmt.Sprintf(`apiVersion: v1
