@@ -63,8 +63,10 @@ func (a *Adopter) Adopt(ctx context.Context, pods []*v1.Pod) []*v1.Pod {
 		uid, ok := a.adopted[p.UID]
 		if !ok {
 			if snap == nil {
+				// Not listed (ctx ended): nothing new is adopted; pods
+				// adopted before keep their UIDs.
 				if snap = a.listed(ctx); snap == nil {
-					return pods
+					snap = map[pod.UID]*pod.RuntimeStatus{}
 				}
 			}
 			if uid, ok = adoptableStatic(p, snap, a.first[name] == p.UID); !ok {
