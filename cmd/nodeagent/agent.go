@@ -373,6 +373,10 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 		admit.Pressure(a.evict.Pressure),
 		admit.AppArmor(admit.AppArmorHost("/sys")),
 		admit.UserNamespaces(cri.UserNamespaces(ctx, a.conn, o.RuntimeRequestTimeout.Duration)),
+		admit.SupplementalGroupsPolicy(func() (bool, error) {
+			f, err := a.rt.Features(ctx)
+			return f.SupplementalGroupsPolicy, err
+		}),
 		admit.CPUs(a.cpuMgr),     // last: they allocate
 		admit.Allocate(a.allocs), // after the CPUs: records what was admitted
 	}

@@ -142,7 +142,11 @@ func (a *agent) newNodeManager(ctx context.Context) (*node.Manager, error) {
 		RuntimeVersion: a.runtimeName + "://" + a.runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 		Pressure:      a.evict.Pressure,
 		RuntimeHealth: a.runtimeHealth.Err, NetworkHealth: a.podNet.Err, PLEGHealth: a.plegG.Healthy,
-		Images:          node.CRIImages(a.conn, o.RuntimeRequestTimeout.Duration),
+		Images: node.CRIImages(a.conn, o.RuntimeRequestTimeout.Duration),
+		RuntimeFeatures: func(ctx context.Context) (v1.NodeFeatures, []v1.NodeRuntimeHandler, error) {
+			f, err := a.rt.Features(ctx)
+			return v1.NodeFeatures{SupplementalGroupsPolicy: &f.SupplementalGroupsPolicy}, f.Handlers, err
+		},
 		UpdateFrequency: o.NodeStatusUpdateFrequency.Duration, ReportFrequency: o.NodeStatusReportFrequency.Duration,
 		LeaseDuration: o.NodeLeaseDurationSeconds,
 		OnPodCIDRs: func(cidrs []string) {

@@ -127,3 +127,20 @@ func allContainers(p *v1.Pod) []v1.Container {
 	}
 	return out
 }
+
+// SupplementalGroupsPolicy refuses a pod asking for
+// supplementalGroupsPolicy: Strict when the runtime cannot apply it
+// (supported reads the runtime's features; an error counts as no), as the
+// kubelet since 1.33: never silently downgraded to Merge.
+func SupplementalGroupsPolicy(supported func() (bool, error)) Handler {
+	return HandlerFunc{N: "SupplementalGroupsPolicy", F: func(a *Attributes) Result {
+		sc := a.Pod.Spec.SecurityContext
+		if sc == nil || sc.SupplementalGroupsPolicy == nil || *sc.SupplementalGroupsPolicy != v1.SupplementalGroupsPolicyStrict {
+			return Result{Admit: true}
+		}
+		if ok, err := supported(); ok && err == nil {
+			return Result{Admit: true}
+		}
+		return Result{Reason: "SupplementalGroupsPolicyNotSupported", Message: "SupplementalGroupsPolicy=Strict is not supported in this node"}
+	}}
+}

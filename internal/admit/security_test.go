@@ -156,3 +156,35 @@ func TestUserNamespacesAdmit(t *testing.T) {
 		})
 	}
 }
+
+func TestSupplementalGroupsPolicyAdmit(t *testing.T) {
+	strict, merge := v1.SupplementalGroupsPolicyStrict, v1.SupplementalGroupsPolicyMerge
+	tests := []struct {
+		name    string
+		policy  *v1.SupplementalGroupsPolicy
+		runtime bool
+		err     error
+		refused bool
+	}{
+		{name: "unset, unsupported"},
+		{name: "Merge, unsupported", policy: &merge},
+		{name: "Strict, supported", policy: &strict, runtime: true},
+		{name: "Strict, unsupported", policy: &strict, refused: true},
+		{name: "Strict, runtime unreadable", policy: &strict, runtime: true, err: errors.New("unavailable"), refused: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := podWith(func(p *v1.Pod) { p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: tt.policy} })
+			r := SupplementalGroupsPolicy(func() (bool, error) { return tt.runtime, tt.err }).Admit(&Attributes{Pod: p})
+			if !tt.refused {
+				if !r.Admit {
+					t.Fatalf("Admit() = %+v, want admitted", r)
+				}
+				return
+			}
+			if r.Admit || r.Reason != "SupplementalGroupsPolicyNotSupported" || r.Message != "SupplementalGroupsPolicy=Strict is not supported in this node" {
+				t.Errorf("Admit() = %+v, want the kubelet's SupplementalGroupsPolicyNotSupported", r)
+			}
+		})
+	}
+}

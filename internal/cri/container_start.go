@@ -109,6 +109,15 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, r
 	if err := r.applySecurityProfiles(p, c, cfg.Linux.SecurityContext); err != nil {
 		return nil, err
 	}
+	if err := verifyRunAsNonRoot(p, c, func() (*runtimeapi.Image, error) { return r.imageStatus(ctx, imageRef) }); err != nil {
+		return nil, err
+	}
+	if err := recursiveReadOnly(c, cfg.Mounts, func() (bool, error) {
+		f, err := r.Features(ctx)
+		return f.RecursiveReadOnlyMounts, err
+	}); err != nil {
+		return nil, err
+	}
 	if ns := cfg.Linux.SecurityContext.NamespaceOptions; targetID != "" && ns.Pid == runtimeapi.NamespaceMode_CONTAINER {
 		// As the kubelet: the target's process namespace, unless the
 		// pod shares one (or the host's) already.
@@ -165,6 +174,7 @@ func securityContext(p *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecur
 	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(p)}
 	if psc := p.Spec.SecurityContext; psc != nil {
 		sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(psc)
+		sc.SupplementalGroupsPolicy = groupsPolicy(psc)
 	}
 	csc := c.SecurityContext
 	if csc == nil {

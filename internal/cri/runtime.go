@@ -133,6 +133,8 @@ type Runtime struct {
 	versionMu sync.Mutex
 	version   *runtimeapi.VersionResponse
 	versionAt time.Time
+	// features is the runtime's, asked at most once a minute.
+	features featuresCache
 }
 
 // New validates cfg and returns a Runtime.

@@ -51,6 +51,7 @@ func (r *Runtime) sandboxConfig(p *v1.Pod, specHash string, attempt uint32) *run
 	}
 	if psc := p.Spec.SecurityContext; psc != nil {
 		sc.RunAsUser, sc.RunAsGroup, sc.SupplementalGroups = podIdentity(psc)
+		sc.SupplementalGroupsPolicy = groupsPolicy(psc)
 	}
 	linux := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
 	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
@@ -76,7 +77,9 @@ func podHostname(p *v1.Pod) string {
 	return strings.TrimRight(h[:63], "-.")
 }
 
-// podIdentity maps the pod-level user, group and supplemental groups.
+// podIdentity maps the pod-level user, group and supplemental groups:
+// the fsGroup first, then the supplementalGroups, as the kubelet lists
+// them (the fsGroup owns the pod's volumes, so its processes are in it).
 func podIdentity(psc *v1.PodSecurityContext) (user, group *runtimeapi.Int64Value, groups []int64) {
 	if psc.RunAsUser != nil {
 		user = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
@@ -84,7 +87,20 @@ func podIdentity(psc *v1.PodSecurityContext) (user, group *runtimeapi.Int64Value
 	if psc.RunAsGroup != nil {
 		group = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
 	}
-	return user, group, psc.SupplementalGroups
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
+	}
+	return user, group, append(groups, psc.SupplementalGroups...)
+}
+
+// groupsPolicy is the pod's supplementalGroupsPolicy for the runtime
+// (Merge when unset); admission refuses Strict where the runtime cannot
+// apply it.
+func groupsPolicy(psc *v1.PodSecurityContext) runtimeapi.SupplementalGroupsPolicy {
+	if psc != nil && psc.SupplementalGroupsPolicy != nil && *psc.SupplementalGroupsPolicy == v1.SupplementalGroupsPolicyStrict {
+		return runtimeapi.SupplementalGroupsPolicy_Strict
+	}
+	return runtimeapi.SupplementalGroupsPolicy_Merge
 }
 
 func namespaceOptions(p *v1.Pod) *runtimeapi.NamespaceOption {

@@ -191,7 +191,7 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, s startSpec, sandboxI
 	var se *startError
 	if errors.As(err, &se) {
 		log.Error("start container failed", zap.String("reason", se.reason), zap.Error(err))
-		r.event(p, v1.EventTypeWarning, "Failed", "Error: %s: %v", se.reason, err)
+		r.event(p, v1.EventTypeWarning, "Failed", "Error: %v", err)
 		res.SetWaiting(c.Name, se.reason, err.Error(), retryAfterError)
 		return
 	}

@@ -56,6 +56,10 @@ type Config struct {
 	Pressure func(v1.NodeConditionType) bool
 	// Images lists the images the runtime holds.
 	Images func(ctx context.Context) ([]v1.ContainerImage, error)
+	// RuntimeFeatures, if set, reads what the runtime can do, reported as
+	// status.features and status.runtimeHandlers (kept as they were when
+	// it fails).
+	RuntimeFeatures func(ctx context.Context) (v1.NodeFeatures, []v1.NodeRuntimeHandler, error)
 	// UpdateFrequency is how often the status is computed and posted when
 	// it changed (10s); ReportFrequency how often it is posted anyway
 	// (5m). Health changes are noticed within a second.
@@ -379,6 +383,11 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 	if m.cfg.Images != nil {
 		if imgs, err := m.cfg.Images(ctx); err == nil {
 			st.Images = imgs
+		}
+	}
+	if m.cfg.RuntimeFeatures != nil {
+		if f, handlers, err := m.cfg.RuntimeFeatures(ctx); err == nil {
+			st.Features, st.RuntimeHandlers = &f, handlers
 		}
 	}
 	var notReady []string

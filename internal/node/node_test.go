@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -67,7 +68,14 @@ func newTestManager(t *testing.T, cs *fake.Clientset, runtimeErr *error) (*Manag
 		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}, Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
 		RuntimeVersion: "containerd://2.4.2", AgentVersion: "v1.37.2-nodeagent", Port: 10250,
 		RuntimeHealth: func() error { return *runtimeErr },
-		Recorder:      rec, Clock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), Logger: zaptest.NewLogger(t)})
+		RuntimeFeatures: func(context.Context) (v1.NodeFeatures, []v1.NodeRuntimeHandler, error) {
+			if *runtimeErr != nil {
+				return v1.NodeFeatures{}, nil, *runtimeErr
+			}
+			return v1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
+				[]v1.NodeRuntimeHandler{{Name: "", Features: &v1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: ptr.To(true), UserNamespaces: ptr.To(false)}}}, nil
+		},
+		Recorder: rec, Clock: testclock.NewFakeClock(time.Unix(1_000_000, 0)), Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +110,9 @@ func TestRegisterAndStatusConditions(t *testing.T) {
 		len(n.Status.Addresses) != 2 || findCond(n.Status.Conditions, v1.NodeMemoryPressure).Reason != "KubeletHasSufficientMemory" {
 		t.Fatalf("status = %+v", n.Status)
 	}
+	if f := n.Status.Features; f == nil || !*f.SupplementalGroupsPolicy || len(n.Status.RuntimeHandlers) != 1 || !*n.Status.RuntimeHandlers[0].Features.RecursiveReadOnlyMounts {
+		t.Fatalf("features = %+v, handlers %+v; want the runtime's", f, n.Status.RuntimeHandlers)
+	}
 	// The runtime goes away: NotReady with the real reason.
 	runtimeErr = errors.New("RuntimeReady=false")
 	m.updateStatus(ctx, false)
@@ -109,6 +120,9 @@ func TestRegisterAndStatusConditions(t *testing.T) {
 	ready = findCond(n.Status.Conditions, v1.NodeReady)
 	if ready.Status != v1.ConditionFalse || ready.Message != "container runtime not ready: RuntimeReady=false" {
 		t.Fatalf("Ready = %+v", ready)
+	}
+	if n.Status.Features == nil || len(n.Status.RuntimeHandlers) != 1 {
+		t.Fatalf("features %+v, handlers %+v; want them kept while the runtime is unreadable", n.Status.Features, n.Status.RuntimeHandlers)
 	}
 	var reasons []string
 	for len(rec.Events) > 0 {

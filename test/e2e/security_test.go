@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
@@ -231,5 +233,117 @@ func TestResourceValidationAndDefaulting(t *testing.T) {
 	})
 	if len(a.sandboxes("negative")) != 0 || len(a.sandboxes("huge")) != 0 {
 		t.Fatal("a refused pod reached the runtime")
+	}
+}
+
+// runAsNonRoot is verified against the image's user (the rig's busybox
+// has none: root), a numeric runAsUser wins; the fsGroup and
+// supplementalGroups reach the process; supplementalGroupsPolicy: Strict
+// runs where the runtime applies it and is refused at admission where it
+// cannot (the kubelet's SupplementalGroupsPolicyNotSupported), never
+// downgraded; recursiveReadOnly: Enabled makes a volume's submounts
+// read-only too where the runtime can, and is refused where it cannot.
+func TestSecurityContextIdentity(t *testing.T) {
+	t.Parallel()
+	f, err := cri.ReadFeatures(context.Background(), conn, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("NODEAGENT_RIG_CONTAINERD") == "v2" && (!f.SupplementalGroupsPolicy || !f.RecursiveReadOnlyMounts) {
+		t.Fatalf("containerd 2 reports features %+v; want supplementalGroupsPolicy and recursive read-only mounts", f)
+	}
+	// A volume with a submount: the host directory and a tmpfs beneath it.
+	host := t.TempDir()
+	sub := filepath.Join(host, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(sub, syscall.MNT_DETACH) })
+	a := newAgent(t)
+	a.start()
+	a.write("root.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: root}
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true}
+  containers:
+  - {name: c, image: `+busybox+`, command: [sleep, "3600"]}
+`)
+	a.write("user.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: user}
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true, runAsUser: 1000, fsGroup: 2000, supplementalGroups: [3000]}
+  containers:
+  - {name: c, image: `+busybox+`, command: [sh, -c, "echo ids $(id -u) $(id -G); exec sleep 3600"]}
+`)
+	a.write("strict.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: strict}
+spec:
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, supplementalGroups: [3000], supplementalGroupsPolicy: Strict}
+  containers:
+  - {name: c, image: `+busybox+`, command: [sh, -c, "echo ids $(id -u) $(id -G); exec sleep 3600"]}
+`)
+	a.write("rro.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: rro}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: h, hostPath: {path: `+host+`}}]
+  containers:
+  - name: c
+    image: `+busybox+`
+    command: [sh, -c, "if touch /h/sub/f 2>/dev/null; then echo sub writable; else echo sub read-only; fi; exec sleep 3600"]
+    volumeMounts: [{name: h, mountPath: /h, readOnly: true, recursiveReadOnly: Enabled}]
+`)
+	eventually(t, 60*time.Second, "root refused, user running", func() bool {
+		p, u := a.status("root"), a.status("user")
+		if p == nil || u == nil || len(p.Status.ContainerStatuses) != 1 || u.Status.Phase != v1.PodRunning {
+			return false
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "CreateContainerConfigError" &&
+			strings.Contains(w.Message, `container has runAsNonRoot and image will run as root (pod: "root-`+a.node+`_default(`)
+	})
+	if cs := a.containers("root", "c"); len(cs) != 0 {
+		t.Fatalf("the runAsNonRoot container on a root image was created: %v", cs)
+	}
+	eventually(t, 30*time.Second, "the user pod's ids logged", func() bool {
+		return strings.Contains(a.logsOK(t, "user"), "ids 1000 0 2000 3000")
+	})
+	if f.SupplementalGroupsPolicy {
+		eventually(t, 60*time.Second, "Strict applied: only the pod's groups", func() bool {
+			return strings.Contains(a.logsOK(t, "strict"), "ids 1000 1000 3000")
+		})
+	} else {
+		eventually(t, 60*time.Second, "Strict refused at admission", func() bool {
+			p := a.status("strict")
+			return p != nil && p.Status.Phase == v1.PodFailed && p.Status.Reason == "SupplementalGroupsPolicyNotSupported" &&
+				p.Status.Message == "Pod was rejected: SupplementalGroupsPolicy=Strict is not supported in this node"
+		})
+	}
+	if f.RecursiveReadOnlyMounts {
+		eventually(t, 60*time.Second, "the submount read-only in the container", func() bool {
+			return strings.Contains(a.logsOK(t, "rro"), "sub read-only")
+		})
+	} else {
+		eventually(t, 60*time.Second, "recursiveReadOnly: Enabled refused", func() bool {
+			p := a.status("rro")
+			if p == nil || len(p.Status.ContainerStatuses) != 1 {
+				return false
+			}
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "not supported by the runtime")
+		})
+	}
+	if _, err := os.Stat(filepath.Join(sub, "f")); err == nil {
+		t.Fatal("the container wrote into a recursively read-only volume's submount")
 	}
 }

@@ -89,6 +89,21 @@ type Fake struct {
 	// runtimeName and runtimeVersion are what Version reports
 	// (SetVersion); "fake" "1.0.0" by default.
 	runtimeName, runtimeVersion string
+	// features is what Status reports of the runtime (SetFeatures); nil
+	// reports none, as containerd 1.6.
+	features *runtimeapi.StatusResponse
+}
+
+// SetFeatures makes Status report the runtime's supplementalGroupsPolicy
+// feature and a default handler with recursive read-only mounts or not,
+// as containerd 2 does.
+func (f *Fake) SetFeatures(supplementalGroupsPolicy, recursiveReadOnly bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.features = &runtimeapi.StatusResponse{
+		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: supplementalGroupsPolicy},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: recursiveReadOnly}}},
+	}
 }
 
 // SetVersion makes Version report the runtime name and version given.
@@ -306,10 +321,14 @@ func (f *Fake) Status(_ context.Context, in *runtimeapi.StatusRequest, _ ...grpc
 	if err := f.begin("Status", in); err != nil {
 		return nil, err
 	}
-	return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true},
 		{Type: runtimeapi.NetworkReady, Status: true},
-	}}}, nil
+	}}}
+	if f.features != nil {
+		resp.Features, resp.RuntimeHandlers = f.features.Features, f.features.RuntimeHandlers
+	}
+	return resp, nil
 }
 
 // UpdateRuntimeConfig records the call.

@@ -13,8 +13,25 @@ import (
 
 // imageMeta is what the fake knows of an image ID besides its names.
 type imageMeta struct {
-	size   uint64
-	pinned bool
+	size     uint64
+	pinned   bool
+	uid      *int64 // the image's numeric user (SetImageUser)
+	username string // or its user by name
+}
+
+// SetImageUser gives a present image (AddImage, SetImage, a pull) the
+// user its config names: a numeric uid, or a name (uid nil). An image
+// without one runs as root.
+func (f *Fake) SetImageUser(image string, uid *int64, username string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ref := f.images[image]
+	if f.imageMeta == nil {
+		f.imageMeta = map[string]imageMeta{}
+	}
+	m := f.imageMeta[ref]
+	m.uid, m.username = uid, username
+	f.imageMeta[ref] = m
 }
 
 // SetImage makes image present with a size and pinning, as if pulled
@@ -27,7 +44,9 @@ func (f *Fake) SetImage(image, ref string, size uint64, pinned bool) {
 	if f.imageMeta == nil {
 		f.imageMeta = map[string]imageMeta{}
 	}
-	f.imageMeta[ref] = imageMeta{size: size, pinned: pinned}
+	m := f.imageMeta[ref]
+	m.size, m.pinned = size, pinned
+	f.imageMeta[ref] = m
 }
 
 // SetImageFs sets the mount point ImageFsInfo reports.
@@ -61,7 +80,11 @@ func (f *Fake) hasRef(ref string) bool {
 
 // image builds the CRI Image of ID ref. f.mu must be held.
 func (f *Fake) image(ref string) *runtimeapi.Image {
-	img := &runtimeapi.Image{Id: ref, Size: f.imageMeta[ref].size, Pinned: f.imageMeta[ref].pinned}
+	m := f.imageMeta[ref]
+	img := &runtimeapi.Image{Id: ref, Size: m.size, Pinned: m.pinned, Username: m.username}
+	if m.uid != nil {
+		img.Uid = &runtimeapi.Int64Value{Value: *m.uid}
+	}
 	for name, r := range f.images {
 		if r == ref {
 			img.RepoTags = append(img.RepoTags, name)
