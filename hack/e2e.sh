@@ -23,7 +23,7 @@ for variant in $variants; do
 	eval "$(RIG_CONTAINERD=$variant bash hack/rig.sh up)"
 	run=""
 	if [ "$variant" = debian ]; then
-		run=${NODEAGENT_E2E_DEBIAN_RUN:-'TestManifest|TestBroken|TestAdmission|TestAdopt|TestCrashLoopFirst|TestRestartPolicyNever|TestGraceful|TestHealthz|TestSubPath|TestRuntimeOutage|TestStartError|TestImageVolume|TestAPINodeJoinsAndRunsAPIPods|TestStatsSummary|TestSecurityContextIdentity'}
+		run=${NODEAGENT_E2E_DEBIAN_RUN:-'TestManifest|TestBroken|TestAdmission|TestAdopt|TestCrashLoopFirst|TestRestartPolicyNever|TestGraceful|TestHealthz|TestSubPath|TestRuntimeOutage|TestStartError|TestImageVolume|TestAPINodeJoinsAndRunsAPIPods|TestStatsSummary|TestSecurityContextIdentity|TestNetworkMACSpoofing'}
 	fi
 	echo "e2e: running against containerd $variant${run:+ (tests: $run)}" >&2
 	set +e

@@ -294,6 +294,7 @@ write_cni() {
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
+      "macspoofchk": true,
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_CIDR"}]],

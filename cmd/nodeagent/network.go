@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -46,8 +47,12 @@ func ensureCNIConfig(ctx context.Context, o cniSettings, podCIDRs string, log *z
 			cidrs = append(cidrs, c)
 		}
 	}
+	// The bridge plugin checks MAC spoofing with nftables rules: on where
+	// it can run nft.
+	_, nftErr := exec.LookPath("nft")
 	w, err := cni.Ensure(ctx, o.cniConfDir, o.cniBinDir, cni.NetworkConfig{
 		Name: "nodeagent", Bridge: "nabr0", PodCIDRs: cidrs, DataDir: filepath.Join(o.rootDir, "cni", "networks"),
+		MACSpoofCheck: nftErr == nil,
 	})
 	switch {
 	case errors.Is(err, cni.ErrRefused):
@@ -59,6 +64,9 @@ func ensureCNIConfig(ctx context.Context, o cniSettings, podCIDRs string, log *z
 		log.Info("CNI config dir holds the operator's config; left alone", zap.String("file", w.File))
 	case w.Wrote:
 		log.Info("wrote the CNI config for the pod CIDR", zap.String("file", w.File), zap.Strings("podCIDRs", cidrs))
+		if nftErr != nil {
+			log.Warn("no nft command: the pod network's MAC spoofing check (the bridge plugin's macspoofchk) is off; install nftables to have it", zap.Error(nftErr))
+		}
 	}
 	return nil
 }

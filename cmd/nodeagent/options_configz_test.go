@@ -41,8 +41,10 @@ func TestFlagsReachConfigz(t *testing.T) {
 		{name: "alias", args: []string{"--pod-manifest-path", "/p"}, path: "staticPodPath", want: "/p"},
 		{name: "threshold map", args: []string{"--eviction-hard", "memory.available<1Gi,nodefs.available<5%"}, path: "evictionHard",
 			want: map[string]any{"memory.available": "1Gi", "nodefs.available": "5%"}},
-		{name: "header map", args: []string{"--manifest-url-header", "A:x,B:y"}, path: "staticPodURLHeader",
-			want: map[string]any{"A": []any{"x"}, "B": []any{"y"}}},
+		{name: "header map, values redacted", args: []string{"--manifest-url-header", "A:x,B:y"}, path: "staticPodURLHeader",
+			want: map[string]any{"A": []any{"[redacted]"}, "B": []any{"[redacted]"}}},
+		{name: "manifest URL, password redacted", args: []string{"--manifest-url", "https://u:secret@example.invalid/p?x=1"}, path: "staticPodURL",
+			want: "https://u:xxxxx@example.invalid/p?x=1"},
 		{name: "taints", args: []string{"--register-with-taints", "a=b:NoSchedule"}, path: "registerWithTaints",
 			want: []any{map[string]any{"key": "a", "value": "b", "effect": "NoSchedule"}}},
 		{name: "verbosity", args: []string{"-v", "4"}, path: "logging.verbosity", want: 4.0},
@@ -186,6 +188,14 @@ func TestConfigFileRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	cz := configzDoc(t, o)
+	// Credentials are shown redacted (the samples' header value).
+	for path, shown := range configzShows {
+		var v any
+		if err := yaml.Unmarshal([]byte(shown), &v); err != nil {
+			t.Fatal(err)
+		}
+		want[path] = v
+	}
 	got := map[string]any{}
 	for path, sample := range want {
 		got[path] = valueAt(cz, path)

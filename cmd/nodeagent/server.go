@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"net"
+	"net/url"
+	"slices"
 	"strconv"
 
 	"go.uber.org/zap"
@@ -114,7 +116,34 @@ func readOnlyPort(ctx context.Context, g *errgroup.Group, o *options, readers se
 
 // configz is the effective configuration, for /configz: the
 // KubeletConfiguration the flags and --config were parsed onto, holding
-// only fields nodeagent implements.
+// only fields nodeagent implements, with its credentials redacted: the
+// password of the manifest URL and the values of its headers (an
+// Authorization header, a token), which a reader of /configz (nodes/proxy
+// or nodes/configz) has no business reading.
 func configz(o *options) kubeletv1beta1.KubeletConfiguration {
-	return o.KubeletConfiguration
+	kc := o.KubeletConfiguration
+	kc.StaticPodURL = redactURL(kc.StaticPodURL)
+	if len(kc.StaticPodURLHeader) > 0 {
+		kc.StaticPodURLHeader = make(map[string][]string, len(o.StaticPodURLHeader))
+		for name, values := range o.StaticPodURLHeader {
+			kc.StaticPodURLHeader[name] = slices.Repeat([]string{redacted}, len(values))
+		}
+	}
+	return kc
+}
+
+// redacted stands for a credential /configz does not show.
+const redacted = "[redacted]"
+
+// redactURL hides a URL's password (user:xxxxx@host, as url.Redacted);
+// a URL that does not parse is hidden whole.
+func redactURL(s string) string {
+	if s == "" {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return redacted
+	}
+	return u.Redacted()
 }

@@ -67,6 +67,7 @@ type confList struct {
 		IsGateway    bool            `json:"isGateway,omitempty"`
 		IPMasq       bool            `json:"ipMasq,omitempty"`
 		HairpinMode  bool            `json:"hairpinMode,omitempty"`
+		MACSpoofChk  bool            `json:"macspoofchk,omitempty"`
 		Capabilities map[string]bool `json:"capabilities,omitempty"`
 		IPAM         *struct {
 			Type    string                `json:"type"`
@@ -106,7 +107,7 @@ func TestConfList(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := ConfList(NetworkConfig{Name: "nodeagent", Bridge: "nabr0", PodCIDRs: tt.cidrs, DataDir: "/data", CNIVersion: "1.1.0"})
+			body, err := ConfList(NetworkConfig{Name: "nodeagent", Bridge: "nabr0", PodCIDRs: tt.cidrs, DataDir: "/data", CNIVersion: "1.1.0", MACSpoofCheck: true})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -130,7 +131,7 @@ func TestConfList(t *testing.T) {
 				t.Fatalf("list %+v", got)
 			}
 			br, pm, bw := got.Plugins[0], got.Plugins[1], got.Plugins[2]
-			if br.Type != "bridge" || br.Bridge != "nabr0" || !br.IsGateway || !br.IPMasq || !br.HairpinMode {
+			if br.Type != "bridge" || br.Bridge != "nabr0" || !br.IsGateway || !br.IPMasq || !br.HairpinMode || !br.MACSpoofChk {
 				t.Errorf("bridge %+v", br)
 			}
 			if br.IPAM == nil || br.IPAM.Type != "host-local" || br.IPAM.DataDir != "/data" {

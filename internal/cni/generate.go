@@ -35,6 +35,10 @@ type NetworkConfig struct {
 	// CNIVersion of the list; "" picks the newest of 1.1.0 and 1.0.0 the
 	// plugins support (Ensure) or 1.0.0 (ConfList).
 	CNIVersion string
+	// MACSpoofCheck turns on the bridge plugin's macspoofchk: a pod's
+	// frames leave its veth only with its own MAC address (the plugin
+	// installs nftables rules: it needs the nft command).
+	MACSpoofCheck bool
 }
 
 // pluginTypes are the plugins the generated list runs, in order, plus
@@ -42,7 +46,7 @@ type NetworkConfig struct {
 var pluginTypes = []string{"bridge", "host-local", "portmap", "bandwidth"}
 
 // ConfList renders the node's conflist: bridge (gateway, masquerade,
-// hairpin) with host-local IPAM, one range per pod CIDR; portmap for
+// hairpin, MAC spoofing check when asked) with host-local IPAM, one range per pod CIDR; portmap for
 // hostPorts; bandwidth for the ingress/egress-bandwidth annotations.
 func ConfList(cfg NetworkConfig) ([]byte, error) {
 	if cfg.Name == "" || cfg.Bridge == "" {
@@ -86,12 +90,16 @@ func ConfList(cfg NetworkConfig) ([]byte, error) {
 	if version == "" {
 		version = "1.0.0"
 	}
+	bridge := map[string]any{"type": "bridge", "bridge": cfg.Bridge, "isGateway": true, "ipMasq": true, "hairpinMode": true, "ipam": ipam}
+	if cfg.MACSpoofCheck {
+		bridge["macspoofchk"] = true
+	}
 	list := map[string]any{
 		"cniVersion": version,
 		"name":       cfg.Name,
 		Marker:       markerValue,
 		"plugins": []map[string]any{
-			{"type": "bridge", "bridge": cfg.Bridge, "isGateway": true, "ipMasq": true, "hairpinMode": true, "ipam": ipam},
+			bridge,
 			{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 			{"type": "bandwidth", "capabilities": map[string]bool{"bandwidth": true}},
 		},

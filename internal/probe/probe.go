@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,12 +24,29 @@ const maxBody = 10 << 10
 
 // httpClient is shared by every check (a transport per check would cost
 // its setup each time); no keep-alives, as the kubelet's prober: each
-// check is a fresh connection to the container.
+// check is a fresh connection to the container. Redirects are followed
+// only to the same host (localRedirects).
 var httpClient = &http.Client{Transport: &http.Transport{
 	TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks and probes
 	DisableKeepAlives: true,
 	Proxy:             nil,
-}}
+}, CheckRedirect: localRedirects}
+
+// localRedirects follows a redirect only to the host the check began
+// with, at most 10, as the kubelet's prober (RedirectChecker without
+// followNonLocalRedirects): a container cannot point the node's agent at
+// another host. A redirect elsewhere ends the check with the redirect
+// response itself, which counts as a success (the kubelet's "Probe
+// terminated redirects" warning).
+func localRedirects(req *http.Request, via []*http.Request) error {
+	if req.URL.Hostname() != via[0].URL.Hostname() {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
+}
 
 // HTTPGet performs the GET of g against host (the handler's own host
 // when it names one) and returns the start of the body. ua is the

@@ -181,11 +181,23 @@ type Summarizer interface {
 	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
 }
 
+// maxSummaryForm bounds a POSTed /stats/summary form: it holds one
+// field.
+const maxSummaryForm = 4 << 10
+
 // summary answers /stats/summary (GET or POST), with the kubelet's
 // only_cpu_and_memory=true.
 func (s *Server) summary(w http.ResponseWriter, r *http.Request) {
-	// As the kubelet: the query or a form, and only "true" means true.
-	only := r.FormValue("only_cpu_and_memory") == "true"
+	// As the kubelet: the query or a url-encoded form (ParseForm, never a
+	// multipart one spooled to disk), read with a bound; only a single
+	// "true" means true.
+	r.Body = http.MaxBytesReader(w, r.Body, maxSummaryForm)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, fmt.Sprintf("parse form failed: %v", err), http.StatusBadRequest)
+		return
+	}
+	v, found := r.Form["only_cpu_and_memory"]
+	only := found && len(v) == 1 && v[0] == "true"
 	sum, err := s.cfg.Stats.Summary(r.Context(), only)
 	if err != nil {
 		s.log.Warn("stats summary", zap.Error(err))

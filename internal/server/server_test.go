@@ -384,13 +384,21 @@ func TestStatsSummary(t *testing.T) {
 	if rec.Code != 200 {
 		t.Errorf("POST /stats/summary: %d", rec.Code)
 	}
+	// A body past the bound is refused, not spooled.
+	rec = httptest.NewRecorder()
+	post = httptest.NewRequest("POST", "/stats/summary", strings.NewReader("only_cpu_and_memory=true&pad="+strings.Repeat("x", 1<<20)))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	s.Handler().ServeHTTP(rec, post)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "parse form failed") {
+		t.Errorf("POST /stats/summary with a 1 MiB form: %d %s; want 400", rec.Code, rec.Body.String())
+	}
 	if fmt.Sprint(st.only) != "[false true false true]" {
 		t.Errorf("summaries asked %v; want [false true false true] (only \"true\" means true, as the kubelet)", st.only)
 	}
 	if code, body := get("/metrics/resource"); code != 200 || !strings.Contains(body, "node_cpu_usage_seconds_total") {
 		t.Errorf("/metrics/resource: %d %s", code, body)
 	}
-	if got := strings.Join(authz.subresources, ","); got != "stats,stats,stats,stats,metrics" {
+	if got := strings.Join(authz.subresources, ","); got != "stats,stats,stats,stats,stats,metrics" {
 		t.Errorf("authorized subresources %s; want stats for /stats/summary, metrics for /metrics/resource", got)
 	}
 	st.err = errors.New("runtime down")

@@ -419,7 +419,7 @@ func TestNetworkInvalidConflist(t *testing.T) {
 	eventually(t, 30*time.Second, "conflist generated", func() bool { _, err := os.Stat(file); return err == nil })
 	body, _ := os.ReadFile(file)
 	for _, want := range []string{`"generatedBy": "nodeagent"`, `"cniVersion": "` + map[bool]string{true: "1.0.0", false: "1.1.0"}[os.Getenv("NODEAGENT_RIG_CONTAINERD") == "debian"] + `"`,
-		`"subnet": "10.250.0.0/24"`, `"subnet": "fd00:250::/64"`, `"type": "portmap"`, `"type": "bandwidth"`} {
+		`"subnet": "10.250.0.0/24"`, `"subnet": "fd00:250::/64"`, `"type": "portmap"`, `"type": "bandwidth"`, `"macspoofchk": true`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("generated conflist lacks %s:\n%s", want, body)
 		}
@@ -514,4 +514,42 @@ spec:
 		out, _ := exec.Command("tc", "qdisc", "show").CombinedOutput()
 		return !strings.Contains(string(out), "rate 8Mbit")
 	})
+}
+
+// The pod network checks MAC spoofing (the bridge plugin's macspoofchk,
+// on in the conflist nodeagent generates and in the rig's, which has its
+// shape): a pod that changes its interface's MAC address reaches no one
+// any more, while it reached its peer before.
+func TestNetworkMACSpoofing(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	a.write("web.yaml", webPod("web", "hello-from-"+a.node, 0))
+	a.write("spoofer.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: spoofer}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: [sleep, "3600"]
+    securityContext: {capabilities: {add: [NET_ADMIN]}}
+`)
+	webIP := a.podIP(t, "web")
+	a.podIP(t, "spoofer")
+	c := a.running("spoofer", "main")
+	fetch := `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ` + webIP + ` 8080`
+	eventually(t, 30*time.Second, "the spoofer fetches the page with its own MAC", func() bool {
+		return strings.Contains(execIn(t, c.Id, "sh", "-c", fetch), "hello-from-"+a.node)
+	})
+	out := execIn(t, c.Id, "sh", "-c", "ip neigh flush all; ip link set eth0 address 02:42:de:ad:be:ef && ip link show eth0")
+	if !strings.Contains(out, "02:42:de:ad:be:ef") {
+		t.Fatalf("MAC not changed: %s", out)
+	}
+	for i := 0; i < 3; i++ {
+		if out := execIn(t, c.Id, "sh", "-c", fetch); strings.Contains(out, "hello-from-"+a.node) {
+			t.Fatalf("attempt %d: a pod with a spoofed MAC reached its peer: %q", i, out)
+		}
+	}
 }
