@@ -389,7 +389,7 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 func (a *agent) newEviction(context.Context) (err error) {
 	o := a.o
 	a.evictions = syncloop.NewEvictions()
-	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.nodeName, a.log); err != nil {
+	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.vols.Dir, a.nodeName, a.log); err != nil {
 		return err
 	}
 	a.logRotation, err = logs.New(logs.Config{

@@ -26,7 +26,7 @@ var honouredFields = map[string]bool{
 	"evictionMaxPodGracePeriod": true, "kubeReserved": true, "systemReserved": true,
 	"registerNode": true, "registerWithTaints": true, "nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
 	"nodeLeaseDurationSeconds": true, "kubeAPIQPS": true, "kubeAPIBurst": true, "rotateCertificates": true,
-	"logging.verbosity": true,
+	"logging.verbosity": true, "localStorageCapacityIsolation": true,
 }
 
 // structFields are the config's struct-valued fields, looked into field

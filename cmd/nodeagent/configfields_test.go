@@ -15,7 +15,7 @@ import (
 // fieldSamples holds, for every honoured field, a value other than
 // nodeagent's default.
 var fieldSamples = map[string]string{
-	"staticPodPath": "/etc/kubernetes/manifests", "staticPodURL": "http://127.0.0.1:1/pods",
+	"staticPodPath": "/etc/kubernetes/manifests", "staticPodURL": "http://127.0.0.1:1/pods", "localStorageCapacityIsolation": "false",
 	"staticPodURLHeader": "{X-Token: [abc]}", "httpCheckFrequency": "7s", "fileCheckFrequency": "9s", "syncFrequency": "11s",
 	"containerRuntimeEndpoint": "unix:///run/k3s/containerd/containerd.sock", "runtimeRequestTimeout": "1m0s", "podCIDR": "10.1.0.0/24",
 	"cpuManagerPolicy": "static", "reservedSystemCPUs": "\"0-1\"", "cpuManagerReconcilePeriod": "5s",

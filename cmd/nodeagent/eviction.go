@@ -2,11 +2,14 @@ package main
 
 import (
 	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/internal/images"
+	"github.com/nodeagent/nodeagent/internal/logs"
 	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
 )
@@ -34,15 +37,31 @@ func evictionThresholds(o *options, log *zap.Logger) []eviction.Threshold {
 
 // newEviction builds the eviction manager over the host's signals, the
 // runtime's container stats and the desired pods; its decisions go to
-// the loop through evictions.
+// the loop through evictions. With localStorageCapacityIsolation (the
+// default) it also enforces emptyDir size limits and ephemeral-storage
+// limits, reading logs and volumes beneath podDir.
 func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, desired *podmanager.Manager, evictions *syncloop.Evictions,
-	imageGC *images.GC, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
+	imageGC *images.GC, podDir func(types.UID) string, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
+	stats := eviction.CRIStats{Client: conn, Selector: agentSelector(nodeName), Timeout: o.RuntimeRequestTimeout.Duration}
+	var storage eviction.StorageReader
+	if o.LocalStorageCapacityIsolation == nil || *o.LocalStorageCapacityIsolation {
+		storage = eviction.LocalStorage{Stats: stats, PodDir: podDir, Logs: func(p *v1.Pod, container string) (int64, error) {
+			d, err := logs.OpenContainerDir(o.PodLogsDir, logs.ContainerRef{Namespace: p.Namespace, Pod: p.Name, UID: string(p.UID), Container: container})
+			if err != nil {
+				return 0, err
+			}
+			defer d.Close()
+			n, _, err := d.Usage()
+			return int64(n), err
+		}}
+	}
 	return eviction.New(eviction.Config{
 		Thresholds:               evictionThresholds(o, log),
 		PressureTransitionPeriod: o.EvictionPressureTransitionPeriod.Duration,
 		MaxPodGracePeriod:        int64(o.EvictionMaxPodGracePeriod),
 		Observer:                 eviction.Host{ProcRoot: "/proc", RootDir: o.rootDir, ImageFs: eviction.CRIImageFs(conn, o.RuntimeRequestTimeout.Duration)},
-		Stats:                    eviction.CRIStats{Client: conn, Selector: agentSelector(nodeName), Timeout: o.RuntimeRequestTimeout.Duration},
+		Stats:                    stats,
+		Storage:                  storage,
 		Clock:                    clk,
 		Logger:                   log,
 		ActivePods:               desired.ActivePods,

@@ -82,8 +82,12 @@ type Config struct {
 	MaxPodGracePeriod int64
 	Observer          Observer
 	Stats             Stats
-	Clock             clock.PassiveClock
-	Logger            *zap.Logger
+	// Storage, if set, reads pods' local ephemeral storage use: pods past
+	// an emptyDir sizeLimit or an ephemeral-storage limit are evicted
+	// (the kubelet's local storage capacity isolation; storage.go).
+	Storage StorageReader
+	Clock   clock.PassiveClock
+	Logger  *zap.Logger
 	// ActivePods are the pods that may be evicted.
 	ActivePods func() []*v1.Pod
 	// Evict ends p: Failed, reason Evicted, message; killed with grace
@@ -182,6 +186,11 @@ func (m *Manager) Synchronize(ctx context.Context) (*v1.Pod, error) {
 			}
 		}
 		crossed = append(crossed, met{t, o})
+	}
+	// As the kubelet: pods past their local storage limits go first, and
+	// a pass that evicted one evicts nothing else.
+	if evicted := m.localStorageEviction(ctx); len(evicted) > 0 {
+		return evicted[0], nil
 	}
 	if len(crossed) == 0 {
 		return nil, nil

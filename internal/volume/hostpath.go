@@ -11,7 +11,7 @@ import (
 // EmptyDir creates (if needed) and returns an emptyDir volume's directory
 // under podDir, the kubelet's layout.
 func EmptyDir(podDir, name string) (string, error) {
-	dir := emptyDirPath(podDir, name)
+	dir := EmptyDirPath(podDir, name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("create emptyDir: %w", err)
 	}
@@ -89,7 +89,7 @@ func CheckHostPath(h *v1.HostPathVolumeSource) error {
 	return nil
 }
 
-// emptyDirPath is an emptyDir volume's directory under podDir.
-func emptyDirPath(podDir, name string) string {
+// EmptyDirPath is an emptyDir volume's directory under podDir (made or not).
+func EmptyDirPath(podDir, name string) string {
 	return ChildDir(filepath.Join(podDir, "volumes", "kubernetes.io~empty-dir"), name)
 }

@@ -45,7 +45,7 @@ func EnsureTmpfs(dir string, size int64, perm os.FileMode) error {
 // directory on a tmpfs of at most size bytes, mode 0777 (one an earlier
 // agent version made on disk stays there).
 func EmptyDirMemory(podDir, name string, size int64) (string, error) {
-	dir := emptyDirPath(podDir, name)
+	dir := EmptyDirPath(podDir, name)
 	if err := EnsureTmpfs(dir, size, 0o777); err != nil {
 		return "", fmt.Errorf("emptyDir %q: %w", name, err)
 	}

@@ -93,3 +93,53 @@ spec:
 		t.Fatal("the evicted pod was started again")
 	}
 }
+
+// Local storage capacity isolation, with no node pressure: a pod filling
+// an emptyDir past its sizeLimit, and one whose container writes past
+// its ephemeral-storage limit into its writable layer, are evicted at
+// once with the kubelet's reasons; a pod within its limits runs on.
+func TestLocalStorageEviction(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "--eviction-monitoring-period", "1s")
+	a.start()
+	pod := func(name, size, ephemeral, write string) string {
+		return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + name + `}
+spec:
+  terminationGracePeriodSeconds: 30
+  volumes: [{name: scratch, emptyDir: {sizeLimit: ` + size + `}}]
+  containers:
+  - name: main
+    image: ` + busybox + `
+    command: [sh, -c, "` + write + `; exec sleep 3600"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+    resources: {limits: {ephemeral-storage: ` + ephemeral + `}}
+  - name: side
+    image: ` + busybox + `
+    command: [sleep, "3600"]
+    resources: {limits: {ephemeral-storage: 100Mi}}
+`
+	}
+	a.write("within.yaml", pod("within", "10Mi", "50Mi", "dd if=/dev/zero of=/scratch/f bs=1M count=2"))
+	a.write("overflow.yaml", pod("overflow", "2Mi", "50Mi", "dd if=/dev/zero of=/scratch/f bs=1M count=4"))
+	a.write("layer.yaml", pod("layer", "10Mi", "4Mi", "dd if=/dev/zero of=/big bs=1M count=8"))
+	evicted := func(name, msg string) func() bool {
+		return func() bool {
+			p := a.status(name)
+			return p != nil && p.Status.Phase == v1.PodFailed && p.Status.Reason == "Evicted" && p.Status.Message == msg
+		}
+	}
+	eventually(t, 60*time.Second, "the emptyDir overrun evicted", evicted("overflow", `Usage of EmptyDir volume "scratch" exceeds the limit "2Mi".`))
+	eventually(t, 90*time.Second, "the writable layer overrun evicted", evicted("layer", `Container main exceeded its local ephemeral storage limit "4Mi".`))
+	for _, name := range []string{"overflow", "layer"} {
+		eventually(t, 30*time.Second, name+"'s containers stopped (no grace)", func() bool { return a.running(name, "main") == nil && a.running(name, "side") == nil })
+		if !a.hasEvent(a.status(name), "Evicted", "exceed") {
+			t.Errorf("%s: no Evicted event", name)
+		}
+	}
+	w := a.status("within")
+	if w == nil || w.Status.Phase != v1.PodRunning || a.running("within", "main") == nil {
+		t.Fatalf("the pod within its limits was touched: %+v", w)
+	}
+}

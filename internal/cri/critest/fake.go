@@ -101,7 +101,7 @@ func (f *Fake) SetFeatures(supplementalGroupsPolicy, recursiveReadOnly bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.features = &runtimeapi.StatusResponse{
-		Features: &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: supplementalGroupsPolicy},
+		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: supplementalGroupsPolicy},
 		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: recursiveReadOnly}}},
 	}
 }
