@@ -338,8 +338,9 @@ func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	})
 	p := apiSleeper(a, "reader")
 	p.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
-		LocalObjectReference: v1.LocalObjectReference{Name: cmName}}}}}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}}
+		LocalObjectReference: v1.LocalObjectReference{Name: cmName}}}},
+		{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: secretName}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}, {Name: "creds", MountPath: "/creds"}}
 	p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
 		LocalObjectReference: v1.LocalObjectReference{Name: secretName}, Key: "password"}}}}
 	p = createPod(t, c, p)
@@ -362,6 +363,33 @@ func TestAPIPodReadsConfigMapsSecretsAndItsToken(t *testing.T) {
 	ctr := a.running("reader", "main")
 	if got := execIn(t, ctr.Id, "cat", "/cfg/greeting"); got != "hello" {
 		t.Fatalf("/cfg/greeting = %q", got)
+	}
+	if got := execIn(t, ctr.Id, "cat", "/creds/password"); got != "s3cret" {
+		t.Fatalf("/creds/password = %q", got)
+	}
+	// Secrets never touch the node's disk: the secret volume and the
+	// projected token volume are tmpfs mounts on the host.
+	uid := string(apiPod(c, t, "default", p.Name).UID)
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := filepath.Join(a.root, "pods", uid, "volumes")
+	for _, prefix := range []string{filepath.Join(vols, "kubernetes.io~secret", "creds"), filepath.Join(vols, "kubernetes.io~projected", "kube-api-access-")} {
+		found := false
+		for _, line := range strings.Split(string(mounts), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 4 && strings.HasPrefix(f[4], prefix) {
+				_, post, _ := strings.Cut(line, " - ")
+				found = strings.HasPrefix(post, "tmpfs ")
+				if !found {
+					t.Errorf("%s is mounted as %q; want tmpfs", f[4], post)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no tmpfs mount at %s*", prefix)
+		}
 	}
 	env := execIn(t, ctr.Id, "env")
 	for _, want := range []string{"PASSWORD=s3cret", "KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443"} {

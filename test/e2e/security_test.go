@@ -4,9 +4,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -345,5 +347,98 @@ spec:
 	}
 	if _, err := os.Stat(filepath.Join(sub, "f")); err == nil {
 		t.Fatal("the container wrote into a recursively read-only volume's submount")
+	}
+}
+
+// Memory is memory, and files a container can write are read back with
+// a bound: a medium: Memory emptyDir is a tmpfs of its sizeLimit (of the
+// pod's memory limit without one); a container that writes 1 GiB into
+// its /etc/hosts and exits is restarted with a fresh hosts file and the
+// agent's peak RSS does not move; a non-root container writes its
+// termination message and it is reported.
+func TestMemoryVolumesAndWritableFiles(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t)
+	a.start()
+	a.write("mem.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: mem}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - {name: sized, emptyDir: {medium: Memory, sizeLimit: 7Mi}}
+  - {name: unsized, emptyDir: {medium: Memory}}
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: [sleep, "3600"]
+    volumeMounts: [{name: sized, mountPath: /sized}, {name: unsized, mountPath: /unsized}]
+    resources: {limits: {memory: 64Mi}}
+`)
+	a.write("nonroot.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: nonroot}
+spec:
+  restartPolicy: Never
+  securityContext: {runAsUser: 1000, runAsNonRoot: true}
+  containers:
+  - {name: main, image: `+busybox+`, command: [sh, -c, "echo -n written by $(id -u) > /dev/termination-log"]}
+`)
+	eventually(t, 60*time.Second, "mem running", func() bool { return a.running("mem", "main") != nil })
+	mounts := execIn(t, a.running("mem", "main").Id, "cat", "/proc/mounts")
+	for _, want := range []string{"tmpfs /sized tmpfs ", "size=7168k", "tmpfs /unsized tmpfs ", "size=65536k"} {
+		if !strings.Contains(mounts, want) {
+			t.Errorf("/proc/mounts lacks %q:\n%s", want, mounts)
+		}
+	}
+	eventually(t, 60*time.Second, "the non-root container's termination message", func() bool {
+		p := a.status("nonroot")
+		if p == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+			return false
+		}
+		return p.Status.ContainerStatuses[0].State.Terminated.Message == "written by 1000"
+	})
+	hwm := func() int64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "VmHWM:" {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n >> 10 // MiB
+			}
+		}
+		t.Fatal("no VmHWM")
+		return 0
+	}
+	before := hwm()
+	a.write("hosts.yaml", `apiVersion: v1
+kind: Pod
+metadata: {name: hosts}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{name: d, emptyDir: {}}]
+  containers:
+  - name: main
+    image: `+busybox+`
+    command: [sh, -c, "[ -e /d/done ] && exec sleep 3600; touch /d/done; dd if=/dev/zero bs=1M count=1024 | tr '\\0' 'x' >> /etc/hosts; [ $(wc -c < /etc/hosts) -gt 1073741824 ] || exit 3"]
+    volumeMounts: [{name: d, mountPath: /d}]
+`)
+	eventually(t, 120*time.Second, "the hosts filler restarted", func() bool {
+		p := a.status("hosts")
+		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1 && a.running("hosts", "main") != nil
+	})
+	// The first run wrote its GiB (it exits 3 otherwise).
+	if last := a.status("hosts").Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 0 {
+		t.Fatalf("the first run did not fill /etc/hosts: %+v", last)
+	}
+	if got := execIn(t, a.running("hosts", "main").Id, "sh", "-c", "wc -c < /etc/hosts"); strings.TrimSpace(got) == "" || len(strings.TrimSpace(got)) > 5 {
+		t.Errorf("/etc/hosts after the restart is %s bytes; want it rewritten", got)
+	}
+	if after := hwm(); after > before+64 {
+		t.Fatalf("the agent's peak RSS went from %d MiB to %d MiB around a 1 GiB /etc/hosts", before, after)
+	} else {
+		t.Logf("peak RSS %d MiB before, %d MiB after a 1 GiB /etc/hosts", before, after)
 	}
 }
