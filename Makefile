@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build test unit fuzz e2e bench conformance run rig-up rig-down deps controlplane lint clean
+.PHONY: build test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
@@ -36,6 +36,14 @@ fuzz:
 
 e2e: deps controlplane
 	bash hack/e2e.sh
+
+# The chaos suite at full scale (~10 min): 50 pods, the agent SIGKILLed 20
+# times, containerd restarted 5 times, the API server 5 times and etcd
+# once, the CRI socket hung 60 s, the pod log file system full, the node
+# server flooded; prints its figures (also in /tmp/nodeagent-chaos-full.txt).
+# `make test` runs its short scale (TestChaos in the e2e run).
+chaos: deps controlplane
+	NODEAGENT_E2E_VARIANTS=v2 NODEAGENT_CHAOS=full NODEAGENT_E2E_RUN=TestChaos bash hack/e2e.sh
 
 bench: deps controlplane build
 	bash hack/bench.sh

@@ -21,7 +21,7 @@ for variant in $variants; do
 	bash hack/rig.sh down >&2
 	started=1
 	eval "$(RIG_CONTAINERD=$variant bash hack/rig.sh up)"
-	run=""
+	run=${NODEAGENT_E2E_RUN:-}
 	if [ "$variant" = debian ]; then
 		run=${NODEAGENT_E2E_DEBIAN_RUN:-'TestManifest|TestBroken|TestAdmission|TestAdopt|TestCrashLoopFirst|TestRestartPolicyNever|TestGraceful|TestHealthz|TestSubPath|TestRuntimeOutage|TestStartError|TestImageVolume|TestAPINodeJoinsAndRunsAPIPods|TestStatsSummary|TestSecurityContextIdentity|TestNetworkMACSpoofing'}
 	fi

@@ -67,6 +67,7 @@ type Cluster struct {
 	bin           string
 	pki           *pki
 	apiserverArgs []string
+	etcdPorts     [2]int // client, peer
 
 	mu                sync.Mutex // guards the processes
 	etcd              *process
@@ -134,6 +135,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("cluster: admin client: %w", err)
 	}
 
+	c.etcdPorts = [2]int{etcdClient, etcdPeer}
 	if err := c.startEtcd(ctx, etcdClient, etcdPeer); err != nil {
 		return nil, err
 	}
@@ -209,6 +211,20 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// RestartEtcd stops etcd (SIGTERM) and starts it again on its data and
+// ports, waiting (at most etcdTimeout) until it is healthy; the API
+// server meanwhile finds its store gone and reconnects.
+func (c *Cluster) RestartEtcd(ctx context.Context) error {
+	c.mu.Lock()
+	if c.etcd != nil {
+		c.etcd.stop()
+		c.etcd = nil
+	}
+	c.mu.Unlock()
+	c.logf("cluster: etcd stopped")
+	return c.startEtcd(ctx, c.etcdPorts[0], c.etcdPorts[1])
 }
 
 // Kubectl runs the cached kubectl as system:masters and returns its stdout;
