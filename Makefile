@@ -27,12 +27,13 @@ unit:
 	$(MAKE) fuzz FUZZTIME=5s
 
 # Fuzz the parsers of untrusted input: manifests (decode, default,
-# validate) and the --config file. New crashers land in
+# validate), the --config file, the API pod checkpoint, the CRI log line
+# parser and the rotated-log reader, the cpu_manager_state readers, and the
+# node server's paths and queries (hack/fuzz.sh). New crashers land in
 # testdata/fuzz/<FuzzName>/ of the package; check them in with the fix.
-FUZZTIME ?= 30s
+FUZZTIME ?= 10m
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzStaticPods$$' -fuzztime $(FUZZTIME) ./internal/podsource
-	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZTIME) ./cmd/nodeagent
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash hack/fuzz.sh
 
 e2e: deps controlplane
 	bash hack/e2e.sh

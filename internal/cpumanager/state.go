@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -124,7 +126,7 @@ func readState(path string) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	def, err := cpuset.Parse(d.DefaultCPUSet)
+	def, err := parseCPUs(d.DefaultCPUSet)
 	if err != nil {
 		return nil, corrupt("defaultCpuSet %q: %v", d.DefaultCPUSet, err)
 	}
@@ -134,7 +136,7 @@ func readState(path string) (*state, error) {
 	s := newState(d.PolicyName, def)
 	for uid, cs := range d.Entries {
 		for name, str := range cs {
-			set, err := cpuset.Parse(str)
+			set, err := parseCPUs(str)
 			if err != nil {
 				return nil, corrupt("entry %s/%s %q: %v", uid, name, str, err)
 			}
@@ -142,6 +144,29 @@ func readState(path string) (*state, error) {
 		}
 	}
 	return s, nil
+}
+
+// maxCPUID bounds the CPU IDs a state file may name: far above any
+// machine's (Linux's NR_CPUS is at most 8192), and low enough that a list
+// is parsed in no time.
+const maxCPUID = 1 << 16
+
+// parseCPUs parses a state file's CPU list, refusing an ID above
+// maxCPUID first: cpuset.Parse adds a range's CPUs one at a time, so a
+// file naming "0-9223372036854775807" would never be read to its end.
+func parseCPUs(s string) (cpuset.CPUSet, error) {
+	for _, r := range strings.Split(s, ",") {
+		for _, id := range strings.Split(r, "-") {
+			id = strings.TrimSpace(id)
+			if id == "" {
+				continue // an empty list, or cpuset.Parse's error
+			}
+			if n, err := strconv.ParseUint(id, 10, 64); err == nil && n > maxCPUID {
+				return cpuset.CPUSet{}, fmt.Errorf("CPU %s is past %d", id, maxCPUID)
+			}
+		}
+	}
+	return cpuset.Parse(s)
 }
 
 // Checkpoint is a read-only view of a checkpoint, for tools (nodeagent

@@ -93,11 +93,9 @@ func Read(ctx context.Context, dir *ContainerDir, opts Options, w io.Writer) err
 			r.forget = w.forget
 		}
 	}
-	err = r.start()
+	err = r.start(!follow)
 	if err == nil && follow {
 		err = r.follow(ctx)
-	} else if err == nil {
-		err = r.end()
 	}
 	if errors.Is(err, errLimit) {
 		err = nil
@@ -118,9 +116,7 @@ func ReadRestart(dir *ContainerDir, restart int, opts Options, w io.Writer) erro
 	opts.Follow = false
 	r := newReader(dir, restart, opts, w)
 	defer r.close()
-	if err = r.start(); err == nil {
-		err = r.end()
-	}
+	err = r.start(true)
 	if errors.Is(err, errLimit) {
 		err = nil
 	}
@@ -214,8 +210,9 @@ func (r *reader) close() {
 
 // start reads what the log holds, up to the live file's current end,
 // and writes the lines TailLines keeps. cur is then the live file (or
-// the last rotated one while the runtime reopens).
-func (r *reader) start() error {
+// the last rotated one while the runtime reopens); final (a read that
+// does not follow) ends the read there, its last lines included.
+func (r *reader) start(final bool) error {
 	files, err := r.snapshot()
 	if err != nil {
 		return err
@@ -248,15 +245,18 @@ func (r *reader) start() error {
 	if err := r.drain(r.cur); err != nil {
 		return err
 	}
-	return r.out.endTail()
-}
-
-// end finishes a read that does not follow.
-func (r *reader) end() error {
-	if err := r.finish(r.cur); err != nil {
-		return err
+	if final {
+		// What the end of the log completes (a last line without '\n')
+		// or leaves unfinished (each stream's pending line) is among the
+		// last lines, counted by TailLines like any other.
+		if err := r.finish(r.cur); err != nil {
+			return err
+		}
+		if err := r.join.flush(); err != nil {
+			return err
+		}
 	}
-	return r.join.flush()
+	return r.out.endTail()
 }
 
 // entry is one rotated file in a listing.
@@ -533,7 +533,9 @@ func (r *reader) tailStart(files []*source) (int, error) {
 			return 0, err
 		}
 		if n += c; n > r.opts.TailLines {
-			return i, nil
+			// One file more: a line the file before began (a fragment of
+			// one stream while the other wrote lines) ends in this one.
+			return i - 1, nil
 		}
 	}
 	return 0, nil

@@ -453,7 +453,7 @@ func TestFollowStepWaitsForTheWriter(t *testing.T) {
 	defer r.close()
 	r.writerClosed = func(name string) bool { return closed[name] }
 	r.closeWait = writerCloseWait
-	if err := r.start(); err != nil {
+	if err := r.start(false); err != nil {
 		t.Fatal(err)
 	}
 	step := func(want string) {

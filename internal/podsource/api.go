@@ -331,11 +331,16 @@ func readCheckpoint(path string) ([]*v1.Pod, error) {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	out := make([]*v1.Pod, 0, len(l.Items))
+	uids := make(map[types.UID]bool, len(l.Items))
 	for i := range l.Items {
 		p := &l.Items[i]
-		if p.UID == "" || p.Name == "" || !IsAPIPod(p) {
+		if p.UID == "" || p.Name == "" || p.Namespace == "" || !IsAPIPod(p) || p.Annotations[v1.MirrorPodAnnotationKey] != "" {
 			return nil, fmt.Errorf("checkpoint %s: pod %d is not an API pod", path, i)
 		}
+		if uids[p.UID] {
+			return nil, fmt.Errorf("checkpoint %s: pod %d repeats UID %s", path, i, p.UID)
+		}
+		uids[p.UID] = true
 		out = append(out, p)
 	}
 	return out, nil
