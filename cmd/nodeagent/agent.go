@@ -389,11 +389,11 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 func (a *agent) newEviction(context.Context) (err error) {
 	o := a.o
 	a.evictions = syncloop.NewEvictions()
-	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.vols.Dir, a.nodeName, a.log); err != nil {
+	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.vols.Dir, a.ownership(), a.log); err != nil {
 		return err
 	}
 	a.logRotation, err = logs.New(logs.Config{
-		Runtime: a.conn, Labels: agentSelector(a.nodeName),
+		Runtime: a.conn, Labels: a.ownership().Selector, Owns: a.ownership().Owns,
 		MaxSize: o.containerLogMaxBytes, MaxFiles: int(*o.ContainerLogMaxFiles), MaxWorkers: int(*o.ContainerLogMaxWorkers),
 		MonitorInterval: o.ContainerLogMonitorInterval.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration, PodLogsDir: o.PodLogsDir,
 		Clock: a.clk, Logger: a.log,
@@ -401,12 +401,18 @@ func (a *agent) newEviction(context.Context) (err error) {
 	return err
 }
 
+// ownership tells the agent's sandboxes and containers (the kubelet's
+// too with --adopt-kubelet-pods) to the readers beside the runtime.
+func (a *agent) ownership() cri.Ownership {
+	return cri.NewOwnership(a.nodeName, a.o.adoptKubeletPods)
+}
+
 // newReaders builds what the read-only port, the healthz endpoint and
 // the node server read: health, metrics, stats, the published pods.
 func (a *agent) newReaders(context.Context) error {
 	o := a.o
 	nodeStats, err := stats.New(stats.Config{
-		NodeName: a.nodeName, Runtime: a.conn, Selector: agentSelector(a.nodeName),
+		NodeName: a.nodeName, Runtime: a.conn, Selector: a.ownership().Selector, Owns: a.ownership().Owns,
 		Host:       stats.Host{ProcRoot: "/proc", CgroupRoot: cgroupMountRoot, RootDir: o.rootDir},
 		PodLogsDir: o.PodLogsDir, Timeout: o.RuntimeRequestTimeout.Duration, Clock: a.clk, Logger: a.log,
 	})

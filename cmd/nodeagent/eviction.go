@@ -41,8 +41,8 @@ func evictionThresholds(o *options, log *zap.Logger) []eviction.Threshold {
 // default) it also enforces emptyDir size limits and ephemeral-storage
 // limits, reading logs and volumes beneath podDir.
 func newEviction(o *options, conn *cri.Conn, clk clock.PassiveClock, desired *podmanager.Manager, evictions *syncloop.Evictions,
-	imageGC *images.GC, podDir func(types.UID) string, nodeName string, log *zap.Logger) (*eviction.Manager, error) {
-	stats := eviction.CRIStats{Client: conn, Selector: agentSelector(nodeName), Timeout: o.RuntimeRequestTimeout.Duration}
+	imageGC *images.GC, podDir func(types.UID) string, own cri.Ownership, log *zap.Logger) (*eviction.Manager, error) {
+	stats := eviction.CRIStats{Client: conn, Selector: own.Selector, Owns: own.Owns, Timeout: o.RuntimeRequestTimeout.Duration}
 	var storage eviction.StorageReader
 	if o.LocalStorageCapacityIsolation == nil || *o.LocalStorageCapacityIsolation {
 		storage = eviction.LocalStorage{Stats: stats, PodDir: podDir, Logs: func(p *v1.Pod, container string) (int64, error) {

@@ -166,8 +166,3 @@ func firstIPv4() string {
 	}
 	return ""
 }
-
-// agentSelector is the labels of this agent's sandboxes and containers.
-func agentSelector(nodeName string) map[string]string {
-	return map[string]string{cri.LabelManaged: "true", cri.LabelNode: nodeName}
-}

@@ -157,10 +157,38 @@ func sortStatus(st *pod.RuntimeStatus) {
 // by it (its labels, its node), or by the kubelet when AdoptKubeletPods
 // (a pod UID label and none of nodeagent's).
 func (r *Runtime) owned(labels map[string]string) bool {
-	if labels[LabelManaged] == "true" {
-		return labels[LabelNode] == r.cfg.NodeName
+	return NewOwnership(r.cfg.NodeName, r.cfg.AdoptKubeletPods).Owns(labels)
+}
+
+// Ownership tells this agent's sandboxes and containers from others' on
+// a shared runtime, for the readers beside the runtime (stats, log
+// rotation, eviction's usage): Selector is the label filter of the
+// runtime's list calls (nil: every item), Owns the check of each item's
+// labels, the Runtime's own.
+type Ownership struct {
+	Selector map[string]string
+	node     string
+	adopt    bool
+}
+
+// NewOwnership is the ownership of the agent of node: its labels; with
+// adoptKubelet also the kubelet's sandboxes and containers (a pod UID
+// label, none of nodeagent's), which the runtime's filter cannot select,
+// so the lists are whole and Owns decides.
+func NewOwnership(node string, adoptKubelet bool) Ownership {
+	o := Ownership{node: node, adopt: adoptKubelet}
+	if !adoptKubelet {
+		o.Selector = map[string]string{LabelManaged: "true", LabelNode: node}
 	}
-	return r.cfg.AdoptKubeletPods && labels[LabelManaged] == "" && labels[LabelPodUID] != ""
+	return o
+}
+
+// Owns reports labels as the agent's.
+func (o Ownership) Owns(labels map[string]string) bool {
+	if labels[LabelManaged] == "true" {
+		return labels[LabelNode] == o.node
+	}
+	return o.adopt && labels[LabelManaged] == "" && labels[LabelPodUID] != ""
 }
 
 func sandboxFromList(sb *runtimeapi.PodSandbox) *pod.Sandbox {

@@ -14,8 +14,10 @@ import (
 // the kubelet's pod UID and container name labels).
 type CRIStats struct {
 	Client runtimeapi.RuntimeServiceClient
-	// Selector marks this agent's containers.
+	// Selector marks this agent's containers for the runtime's filter;
+	// Owns, if set, is also asked of each one's labels.
 	Selector map[string]string
+	Owns     func(labels map[string]string) bool
 	Timeout  time.Duration
 }
 
@@ -31,6 +33,9 @@ func (s CRIStats) PodUsage(ctx context.Context) (map[types.UID]Usage, error) {
 	out := map[types.UID]Usage{}
 	for _, st := range resp.Stats {
 		labels := st.GetAttributes().GetLabels()
+		if s.Owns != nil && !s.Owns(labels) {
+			continue
+		}
 		uid := types.UID(labels[kubelettypes.KubernetesPodUIDLabel])
 		var cu Usage
 		cu.Memory = int64(st.GetMemory().GetWorkingSetBytes().GetValue())

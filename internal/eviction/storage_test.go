@@ -69,7 +69,7 @@ func TestLocalStorageEviction(t *testing.T) {
 		"memory-volume": {Volumes: map[string]int64{"shm": 5 * mi}}, // not measured in truth; never judged
 		// 15 + 15 + 11 Mi of volume: past the 40 Mi the containers sum to,
 		// while each container stays within its own 20 Mi.
-		"pod-over":       {Containers: map[string]int64{"main": 15 * mi, "side": 15 * mi}, Volumes: map[string]int64{"data": 11 * mi}},
+		"pod-over": {Containers: map[string]int64{"main": 15 * mi, "side": 15 * mi}, Volumes: map[string]int64{"data": 11 * mi}},
 		// main past its own 5 Mi, the pod within its 25 Mi (with one
 		// container, the pod's total would be judged first, as the kubelet).
 		"container-over": {Containers: map[string]int64{"main": 6 * mi, "side": 1 * mi}},

@@ -32,6 +32,10 @@ type Config struct {
 	// node name), so agents sharing a runtime never rotate each other's
 	// logs.
 	Labels map[string]string
+	// Owns, if set, is also asked of each container's labels (the agent
+	// that adopted the kubelet's containers lists all, Labels nil, and
+	// keeps its own and the kubelet's). Labels or Owns is required.
+	Owns func(labels map[string]string) bool
 	// MaxSize is the size in bytes a log file is rotated at (> 0).
 	MaxSize int64
 	// MaxFiles is how many files a container's log may span, the live
@@ -111,8 +115,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Runtime == nil || cfg.Clock == nil || cfg.Logger == nil {
 		errs = append(errs, errors.New("Runtime, Clock and Logger are required"))
 	}
-	if len(cfg.Labels) == 0 {
-		errs = append(errs, errors.New("Labels are required (the agent's own labels): without them every container of the runtime would be rotated"))
+	if len(cfg.Labels) == 0 && cfg.Owns == nil {
+		errs = append(errs, errors.New("Labels or Owns are required (the agent's own containers): without them every container of the runtime would be rotated"))
 	}
 	if cfg.MaxSize <= 0 {
 		errs = append(errs, fmt.Errorf("max size %d: must be > 0", cfg.MaxSize))
@@ -281,7 +285,8 @@ func (m *Manager) RotateAll(ctx context.Context) error {
 	for _, c := range resp.GetContainers() {
 		// The filter is the runtime's to apply; check it again here so a
 		// runtime ignoring it cannot make us touch what is not ours.
-		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || !hasLabels(c.GetLabels(), m.cfg.Labels) {
+		if c.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || !hasLabels(c.GetLabels(), m.cfg.Labels) ||
+			(m.cfg.Owns != nil && !m.cfg.Owns(c.GetLabels())) {
 			continue
 		}
 		running[c.GetId()] = true

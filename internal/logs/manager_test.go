@@ -550,7 +550,7 @@ func TestNewValidates(t *testing.T) {
 		{"zero size", func(c *Config) { c.MaxSize = 0 }, "max size 0"},
 		{"no workers", func(c *Config) { c.MaxWorkers = 0 }, "max workers 0"},
 		{"no interval", func(c *Config) { c.MonitorInterval = 0 }, "monitor interval 0s"},
-		{"no labels", func(c *Config) { c.Labels = nil }, "Labels are required"},
+		{"no labels", func(c *Config) { c.Labels = nil }, "Labels or Owns are required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -609,5 +609,44 @@ func TestWorkersRotateInParallel(t *testing.T) {
 	}
 	if n := rt.count("reopen"); n != 3 || most != 2 {
 		t.Errorf("%d rotations, at most %d at once; want 3, 2", n, most)
+	}
+}
+
+// An agent that took over the kubelet's pods lists every running
+// container (no label filter) and rotates those its Owns keeps: the
+// kubelet's containers it adopted, not another tool's.
+func TestOwnsSelectsAdoptedContainers(t *testing.T) {
+	owns := func(l map[string]string) bool {
+		return l["io.nodeagent.managed"] == "" && l["io.kubernetes.pod.uid"] != ""
+	}
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		want   []string
+	}{
+		{name: "the kubelet's container: rotated", labels: map[string]string{"io.kubernetes.pod.uid": "u1"},
+			want: []string{"list", "status c1", "reopen c1"}},
+		{name: "another tool's container: untouched", labels: map[string]string{"app": "x"}, want: []string{"list"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			live := filepath.Join(dir, "0.log")
+			writeFile(t, live, 100)
+			rt := &fakeRuntime{containers: []*runtimeapi.Container{runningContainer("c1", tt.labels)}, logPaths: map[string]string{"c1": live}}
+			m, err := New(Config{Runtime: rt, Owns: owns, MaxSize: 100, MaxFiles: 5, MaxWorkers: 2,
+				MonitorInterval: 10 * time.Second, Clock: clocktesting.NewFakeClock(now), Logger: zaptest.NewLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.RotateAll(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, rt.calls); diff != "" {
+				t.Errorf("runtime calls (-want +got):\n%s", diff)
+			}
+			if rt.listReq.GetFilter().GetLabelSelector() != nil {
+				t.Errorf("list filter %v; want no label selector", rt.listReq.GetFilter())
+			}
+		})
 	}
 }

@@ -12,8 +12,10 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -36,11 +38,17 @@ type fakeExec struct {
 	calls chan execCall
 }
 
-func (f *fakeExec) ExecSync(_ context.Context, in *runtimeapi.ExecSyncRequest, _ ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {
-	c := execCall{id: in.ContainerId, cmd: strings.Join(in.Cmd, " "), at: f.clk.Now(), reply: make(chan int32)}
+func (f *fakeExec) ExecSync(ctx context.Context, in *runtimeapi.ExecSyncRequest, _ ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {
+	c := execCall{id: in.ContainerId, cmd: strings.Join(in.Cmd, " "), at: f.clk.Now(), reply: make(chan int32, 1)}
 	f.calls <- c
-	code := <-c.reply
-	return &runtimeapi.ExecSyncResponse{ExitCode: code, Stdout: []byte("exit " + strconv.Itoa(int(code)))}, nil
+	select {
+	case code := <-c.reply:
+		return &runtimeapi.ExecSyncResponse{ExitCode: code, Stdout: []byte("exit " + strconv.Itoa(int(code)))}, nil
+	case <-ctx.Done():
+		// A runtime that never answers: the client's deadline, as gRPC
+		// reports it.
+		return nil, status.Error(codes.DeadlineExceeded, ctx.Err().Error())
+	}
 }
 
 type events struct{ reasons chan string }
@@ -129,6 +137,37 @@ func probedPod(c v1.Container) *v1.Pod {
 func running(p *v1.Pod, id string, startedAt time.Time) *pod.RuntimeStatus {
 	return &pod.RuntimeStatus{UID: p.UID, Sandboxes: []*pod.Sandbox{{ID: "sb", State: runtimeapi.PodSandboxState_SANDBOX_READY, IP: "127.0.0.1"}},
 		Containers: []*pod.Container{{ID: id, SandboxID: "sb", Name: p.Spec.Containers[0].Name, State: pod.ContainerRunning, StartedAt: startedAt}}}
+}
+
+// A runtime that does not answer an exec probe (a hung CRI socket) gives
+// no verdict: the probe errored, the container is not failed for it, and
+// the next answer counts again.
+func TestHungRuntimeIsNoFailure(t *testing.T) {
+	defer func(g time.Duration) { execGrace = g }(execGrace)
+	execGrace = 20 * time.Millisecond // the call's deadline: 1s + this
+	h := newHarness(t)
+	c := v1.Container{Name: "app", LivenessProbe: execProbe("check", 10, 1, 1)}
+	p := probedPod(c)
+	h.m.Sync(p, running(p, "c1", h.clk.Now()))
+	select {
+	case <-h.ex.calls: // never answered
+	case <-time.After(10 * time.Second):
+		t.Fatal("no probe ran")
+	}
+	select {
+	case e := <-h.ev.reasons:
+		if !strings.Contains(e, "probe errored: the runtime did not answer") {
+			t.Fatalf("event %q; want the probe errored for the runtime", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the unanswered probe")
+	}
+	h.noUpdate()
+	h.clk.Step(10 * time.Second)
+	h.next(1)
+	if u := h.update(); u.Result != pod.ProbeFailure {
+		t.Fatalf("verdict %+v after a real failure; want Failure", u)
+	}
 }
 
 // A liveness probe fails the container after failureThreshold

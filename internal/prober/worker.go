@@ -173,6 +173,10 @@ func (m *Manager) event(p *v1.Pod, eventType, reason, msg string) {
 	}
 }
 
+// execGrace is how much longer than an exec probe's timeout its CRI call
+// may take: the runtime enforces the timeout and answers.
+var execGrace = 5 * time.Second
+
 // runProbe runs one check. err means the check could not be run.
 func (m *Manager) runProbe(ctx context.Context, p *v1.Pod, c *v1.Container, spec *v1.Probe, t target) (pod.ProbeResult, string, error) {
 	timeout := time.Duration(max(spec.TimeoutSeconds, 1)) * time.Second
@@ -190,10 +194,17 @@ func (m *Manager) runProbe(ctx context.Context, p *v1.Pod, c *v1.Container, spec
 	switch {
 	case spec.Exec != nil:
 		// The runtime enforces the timeout; the call gets a little more.
-		cctx, ccancel := context.WithTimeout(parent, timeout+5*time.Second)
+		cctx, ccancel := context.WithTimeout(parent, timeout+execGrace)
 		defer ccancel()
 		resp, err := m.cfg.Runtime.ExecSync(cctx, &runtimeapi.ExecSyncRequest{ContainerId: t.id, Cmd: spec.Exec.Command, Timeout: int64(timeout / time.Second)})
 		if err != nil {
+			if cctx.Err() != nil && parent.Err() == nil {
+				// The runtime did not answer within the command's time
+				// and more: the runtime is stuck, not the container, which
+				// is no reason to restart it (the kubelet counts it a
+				// failure). No verdict.
+				return pod.ProbeUnknown, "", fmt.Errorf("the runtime did not answer within %v: %w", timeout+execGrace, err)
+			}
 			if timedOut(err) {
 				return pod.ProbeFailure, fmt.Sprintf("command %q timed out", strings.Join(spec.Exec.Command, " ")), nil
 			}

@@ -35,8 +35,11 @@ type Config struct {
 	NodeName string  // required
 	Runtime  Runtime // required
 	// Selector is the labels that mark the agent's own sandboxes and
-	// containers (others on the same runtime are not its pods).
+	// containers (others on the same runtime are not its pods); Owns, if
+	// set, is also asked of each one's labels (an agent that adopted the
+	// kubelet's pods lists all, Selector nil).
 	Selector   map[string]string
+	Owns       func(labels map[string]string) bool
 	Host       Host          // the node's figures
 	PodLogsDir string        // the containers' logs figures; "": none
 	Timeout    time.Duration // of each CRI call (default 2m)
@@ -178,6 +181,9 @@ func (p *Provider) pods(ctx context.Context) ([]*pod, error) {
 	byUID := map[string]*pod{}
 	bySandbox := map[string]*pod{}
 	for _, sb := range sbs.Items {
+		if !p.owns(sb.GetLabels()) {
+			continue
+		}
 		uid := sb.GetMetadata().GetUid()
 		if cur, ok := byUID[uid]; ok && cur.sandbox.CreatedAt >= sb.CreatedAt {
 			continue
@@ -189,7 +195,7 @@ func (p *Provider) pods(ctx context.Context) ([]*pod, error) {
 		bySandbox[pd.sandbox.Id] = pd
 	}
 	for _, c := range ctrs.Containers {
-		if pd, ok := bySandbox[c.PodSandboxId]; ok {
+		if pd, ok := bySandbox[c.PodSandboxId]; ok && p.owns(c.GetLabels()) {
 			pd.containers = append(pd.containers, c)
 		}
 	}
@@ -209,9 +215,17 @@ func (p *Provider) containerStats(ctx context.Context) (map[string]*runtimeapi.C
 	}
 	out := make(map[string]*runtimeapi.ContainerStats, len(resp.Stats))
 	for _, s := range resp.Stats {
-		out[s.GetAttributes().GetId()] = s
+		if p.owns(s.GetAttributes().GetLabels()) {
+			out[s.GetAttributes().GetId()] = s
+		}
 	}
 	return out, nil
+}
+
+// owns reports labels as the agent's (Owns; the Selector was the
+// runtime's filter).
+func (p *Provider) owns(labels map[string]string) bool {
+	return p.cfg.Owns == nil || p.cfg.Owns(labels)
 }
 
 // sandboxStats is the runtime's pod-level figures by sandbox ID, or none

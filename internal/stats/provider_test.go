@@ -408,3 +408,38 @@ func TestCPURateWindow(t *testing.T) {
 		t.Fatalf("after a reset: %v; want none until the next window", *v)
 	}
 }
+
+// An agent that took over the kubelet's pods lists every sandbox and
+// container (no label selector) and counts those its Owns keeps: the
+// kubelet's pod is in the summary with its container and figures,
+// another tool's is not.
+func TestSummaryOwnsSelectsAdoptedPods(t *testing.T) {
+	kubelet := map[string]string{"io.kubernetes.pod.uid": "u1"}
+	owns := func(l map[string]string) bool { return l["io.kubernetes.pod.uid"] != "" }
+	sbKubelet := sandbox("sb1", "default", "web", "u1", t0, runtimeapi.PodSandboxState_SANDBOX_READY)
+	sbKubelet.Labels = kubelet
+	sbOther := sandbox("sb2", "default", "other", "", t0, runtimeapi.PodSandboxState_SANDBOX_READY)
+	cKubelet, cOther := container("c1", "sb1", "app", t0), container("c2", "sb2", "x", t0)
+	cKubelet.Labels = kubelet
+	st1, st2 := ctrStat("c1", t0, 1e9, u64(5e8), 100<<20, 4096), ctrStat("c2", t0, 1e9, u64(5e8), 100<<20, 4096)
+	st1.Attributes.Labels = kubelet
+	rt := &fakeRuntime{sandboxes: []*runtimeapi.PodSandbox{sbKubelet, sbOther}, containers: []*runtimeapi.Container{cKubelet, cOther},
+		ctrStats: []*runtimeapi.ContainerStats{st1, st2}}
+	clk := clocktesting.NewFakeClock(t0)
+	p, err := New(Config{NodeName: "n1", Runtime: rt, Owns: owns, Host: fakeHost(t, "1000\n"), Clock: clk, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.Summary(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Pods) != 1 || sum.Pods[0].PodRef.UID != "u1" || len(sum.Pods[0].Containers) != 1 || sum.Pods[0].Containers[0].Memory == nil {
+		t.Fatalf("pods %+v; want the kubelet's pod alone, with its container's figures", sum.Pods)
+	}
+	for _, sel := range rt.selectors {
+		if sel != nil {
+			t.Errorf("a list asked with selector %v; want none", sel)
+		}
+	}
+}

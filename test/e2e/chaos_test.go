@@ -177,7 +177,7 @@ func newChaos(t *testing.T, c *cluster.Cluster, scale chaosScale) *chaos {
 	ch.proxy = startCRIProxy(t, strings.TrimPrefix(endpoint, "unix://"))
 	ch.port = freePort(t)
 	ch.a = newAPIAgent(t, c, "--container-runtime-endpoint", "unix://"+ch.proxy.path, "--pod-logs-dir", ch.logs,
-		"--runtime-request-timeout", "10s", "--node-lease-duration-seconds", "8",
+		"--runtime-request-timeout", "10s",
 		"--port", strconv.Itoa(ch.port), "--client-ca-file", c.CAFile,
 		"--cpu-manager-policy", "static", "--reserved-cpus", "0")
 	ch.a.logs = ch.logs
@@ -513,7 +513,7 @@ type leaseWatch struct {
 }
 
 func watchLease(t *testing.T, c *cluster.Cluster, node string) *leaseWatch {
-	w := &leaseWatch{interval: 2 * time.Second} // a quarter of the 8 s lease
+	w := &leaseWatch{interval: 10 * time.Second} // a quarter of the kubelet's 40 s lease
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() {
