@@ -3,10 +3,33 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean
+.PHONY: build install uninstall test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
+
+# Install as a service: the binary, the systemd unit (Type=notify, with a
+# watchdog), a default KubeletConfiguration at /etc/nodeagent/config.yaml
+# (an existing one is kept) and the directories; DESTDIR for packaging.
+# Then: systemctl enable --now nodeagent. uninstall removes the binary, the
+# unit and the docs; the config, /var/lib/nodeagent and the pods stay
+# (stopping nodeagent leaves pods running).
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: build
+	install -D -m 0755 bin/nodeagent $(DESTDIR)$(PREFIX)/bin/nodeagent
+	install -D -m 0644 deploy/nodeagent.service $(DESTDIR)/etc/systemd/system/nodeagent.service
+	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/nodeagent/README.md
+	[ -e $(DESTDIR)/etc/nodeagent/config.yaml ] || install -D -m 0644 deploy/config.yaml $(DESTDIR)/etc/nodeagent/config.yaml
+	install -d -m 0755 $(DESTDIR)/etc/kubernetes/manifests $(DESTDIR)/var/log/pods
+	install -d -m 0700 $(DESTDIR)/var/lib/nodeagent
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+uninstall:
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl disable --now nodeagent || true; fi
+	rm -f $(DESTDIR)$(PREFIX)/bin/nodeagent $(DESTDIR)/etc/systemd/system/nodeagent.service
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/nodeagent
+	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 deps:
 	bash hack/install-deps.sh

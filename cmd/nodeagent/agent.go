@@ -38,6 +38,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/stats"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
+	"github.com/nodeagent/nodeagent/internal/watchdog"
 )
 
 // agent holds the parts run wires, in the order they are built: each
@@ -85,6 +86,7 @@ type agent struct {
 	evictions   *syncloop.Evictions
 	logRotation *logs.Manager
 	readers     server.Config
+	loopAlive   *watchdog.Loop // the loop's iterations, for systemd's watchdog
 }
 
 // close releases what the steps opened, in reverse.
@@ -319,6 +321,9 @@ func (a *agent) newLoop(ctx context.Context) (err error) {
 	for k, v := range o.nodeLabels {
 		a.labels[k] = v
 	}
+	// As the kubelet's syncLoop health check: twice the resync period, at
+	// least 5 minutes.
+	a.loopAlive = watchdog.NewLoop(a.clk, max(2*o.SyncFrequency.Duration, 5*time.Minute))
 	a.loop, err = syncloop.New(syncloop.Config{
 		Updates:      a.mux.Updates(),
 		SourcesReady: a.mux.SeenAll,
@@ -337,8 +342,11 @@ func (a *agent) newLoop(ctx context.Context) (err error) {
 		Clock:         a.clk,
 		Logger:        a.log,
 		ResyncPeriod:  o.SyncFrequency.Duration,
-		OnIteration:   a.mets.ObserveIteration,
-		OnPodSync:     a.mets.ObservePodSync,
+		OnIteration: func(kind string, d time.Duration) {
+			a.loopAlive.Iterated()
+			a.mets.ObserveIteration(kind, d)
+		},
+		OnPodSync: a.mets.ObservePodSync,
 		Housekeeping: func(active, running map[pod.UID]bool) {
 			a.rt.GC()
 			a.rt.CleanupDirs(active) // a finished pod keeps its logs

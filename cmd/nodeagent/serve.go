@@ -16,6 +16,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/node"
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/watchdog"
 )
 
 // serve runs the wired agent until ctx ends: one relist first, then the
@@ -57,11 +58,31 @@ func (a *agent) serve(ctx context.Context) error {
 		daemon.SdNotify(false, daemon.SdNotifyStopping) //nolint:errcheck
 		return nil
 	})
+	a.feedWatchdog(gctx, g)
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// feedWatchdog feeds systemd's watchdog (WatchdogSec= in the unit) while
+// the loop iterates and the PLEG relists; nothing without one.
+func (a *agent) feedWatchdog(ctx context.Context, g *errgroup.Group) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		a.log.Warn("systemd's watchdog settings", zap.Error(err))
+		return
+	}
+	if interval <= 0 {
+		return
+	}
+	a.log.Info("feeding systemd's watchdog", zap.Duration("interval", interval))
+	g.Go(func() error {
+		watchdog.Run(ctx, a.clk, interval, func() error { return errors.Join(a.loopAlive.Healthy(), a.plegG.Healthy()) },
+			func(s string) (bool, error) { return daemon.SdNotify(false, s) }, a.log.Named("watchdog"))
+		return nil
+	})
 }
 
 // serveEndpoints serves the read-only port, if asked, and /healthz and

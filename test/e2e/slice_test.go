@@ -297,7 +297,9 @@ func TestHealthzAndMetrics(t *testing.T) {
 	})
 }
 
-// Under systemd (Type=notify) the agent reports READY=1 once it runs, and
+// Under systemd (Type=notify) the agent reports READY=1 once it runs,
+// feeds the watchdog systemd asks for (WATCHDOG_USEC; WATCHDOG=1 every
+// half interval while the loop and the PLEG are healthy), and reports
 // STOPPING=1 when it stops.
 func TestSystemdNotify(t *testing.T) {
 	t.Parallel()
@@ -308,7 +310,7 @@ func TestSystemdNotify(t *testing.T) {
 	}
 	defer conn.Close()
 	a := newAgent(t)
-	a.env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
+	a.env = append(os.Environ(), "NOTIFY_SOCKET="+sock, "WATCHDOG_USEC=2000000")
 	a.start()
 	read := func() string {
 		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -322,8 +324,24 @@ func TestSystemdNotify(t *testing.T) {
 	if msg := read(); msg != "READY=1" {
 		t.Fatalf("first notification %q, want READY=1", msg)
 	}
+	start := time.Now()
+	for i := 0; i < 3; i++ {
+		if msg := read(); msg != "WATCHDOG=1" {
+			t.Fatalf("notification %q, want WATCHDOG=1", msg)
+		}
+	}
+	// Three pings, the first at once, then every second (half of 2 s).
+	if d := time.Since(start); d < 1500*time.Millisecond || d > 6*time.Second {
+		t.Errorf("three watchdog pings in %v; want about 2 s", d)
+	}
 	a.stop()
-	if msg := read(); msg != "STOPPING=1" {
-		t.Fatalf("notification at stop %q, want STOPPING=1", msg)
+	for {
+		msg := read()
+		if msg == "STOPPING=1" {
+			break
+		}
+		if msg != "WATCHDOG=1" {
+			t.Fatalf("notification at stop %q, want STOPPING=1", msg)
+		}
 	}
 }
