@@ -212,6 +212,18 @@ func (m *Manager) renderedDir(p *v1.Pod, v *v1.Volume) string {
 	return volume.ChildDir(filepath.Join(m.Dir(p.UID), "volumes", plugin), v.Name)
 }
 
+// LocalDir is where a volume the agent keeps beneath the pod directory
+// lives — emptyDir, configMap, secret, downwardAPI, projected — and
+// whether it is memory-backed (a tmpfs: a memory emptyDir, secrets and
+// projected volumes); "" for a volume that is not (hostPath, image).
+// For the stats of the pod's volumes; the directory may not exist yet.
+func (m *Manager) LocalDir(p *v1.Pod, v *v1.Volume) (dir string, memory bool) {
+	if v.EmptyDir != nil {
+		return volume.EmptyDirPath(m.Dir(p.UID), v.Name), v.EmptyDir.Medium == v1.StorageMediumMemory
+	}
+	return m.renderedDir(p, v), v.Secret != nil || v.Projected != nil
+}
+
 // volumeFiles builds a rendered volume's content and names its plugin
 // directory. Without an API server only downward API content can be
 // built.

@@ -38,8 +38,11 @@ type Config struct {
 	// containers (others on the same runtime are not its pods); Owns, if
 	// set, is also asked of each one's labels (an agent that adopted the
 	// kubelet's pods lists all, Selector nil).
-	Selector   map[string]string
-	Owns       func(labels map[string]string) bool
+	Selector map[string]string
+	Owns     func(labels map[string]string) bool
+	// Volumes, if set, gives the pods' volumes: each pod's volumeStats and
+	// its local ephemeral volumes in its ephemeral storage.
+	Volumes    *Volumes
 	Host       Host          // the node's figures
 	PodLogsDir string        // the containers' logs figures; "": none
 	Timeout    time.Duration // of each CRI call (default 2m)
@@ -57,6 +60,8 @@ type Provider struct {
 	ctrCPU      map[string]cpuRate // per container, for runtimes that give no rate
 	noPodStats  bool               // the runtime does not implement ListPodSandboxStats
 	podStatsErr string             // the last ListPodSandboxStats error logged
+
+	vols volumeCache
 }
 
 type cpuSample struct {
@@ -108,6 +113,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.Volumes != nil && cfg.Volumes.Period <= 0 {
+		cfg.Volumes.Period = time.Minute
+	}
 	return &Provider{cfg: cfg, log: cfg.Logger.Named("stats"), ctrCPU: map[string]cpuRate{}}, nil
 }
 
@@ -140,7 +148,14 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	s := &statsapi.Summary{Node: p.node(onlyCPUAndMemory, imageFs)}
 	seen := map[string]bool{}
 	for _, pd := range pods {
-		s.Pods = append(s.Pods, p.podStats(pd, ctrStats, sbStats[pd.sandbox.Id], now, onlyCPUAndMemory, imageFs, seen))
+		s.Pods = append(s.Pods, p.podStats(ctx, pd, ctrStats, sbStats[pd.sandbox.Id], now, onlyCPUAndMemory, imageFs, seen))
+	}
+	if !onlyCPUAndMemory {
+		keep := make(map[string]bool, len(pods))
+		for _, pd := range pods {
+			keep[pd.sandbox.GetMetadata().GetUid()] = true
+		}
+		p.forgetVolumes(keep)
 	}
 	p.mu.Lock()
 	for id := range p.ctrCPU {
@@ -278,7 +293,7 @@ func (p *Provider) imageFs(ctx context.Context, now time.Time) *statsapi.FsStats
 	return fs
 }
 
-func (p *Provider) podStats(pd *pod, ctrStats map[string]*runtimeapi.ContainerStats, sb *runtimeapi.PodSandboxStats, now time.Time,
+func (p *Provider) podStats(ctx context.Context, pd *pod, ctrStats map[string]*runtimeapi.ContainerStats, sb *runtimeapi.PodSandboxStats, now time.Time,
 	onlyCPUAndMemory bool, imageFs *statsapi.FsStats, seen map[string]bool) statsapi.PodStats {
 	md := pd.sandbox.GetMetadata()
 	ps := statsapi.PodStats{
@@ -316,6 +331,11 @@ func (p *Provider) podStats(pd *pod, ctrStats map[string]*runtimeapi.ContainerSt
 		ps.CPU, ps.Memory = sum.cpu(now), sum.memory(now)
 	}
 	if !onlyCPUAndMemory {
+		if vols, ok := p.volumeStats(ctx, md.GetUid(), now); ok {
+			ps.VolumeStats = vols.stats
+			sum.volumes, sum.inodes = vols.ephemeral, sum.inodes+vols.inodes
+			sum.hasFs = sum.hasFs || vols.ephemeral > 0
+		}
 		ps.EphemeralStorage = sum.ephemeral(now, imageFs)
 	}
 	return ps
@@ -365,7 +385,7 @@ func (p *Provider) logs(ref statsapi.PodReference, container string, now time.Ti
 type summed struct {
 	cpuTotal, cpuRate, memWS, memUsage, memRSS, faults, majFaults uint64
 	hasCPU, hasRate, hasMem                                       bool
-	rootfs, logs, inodes                                          uint64
+	rootfs, logs, volumes, inodes                                 uint64
 	hasFs                                                         bool
 }
 
@@ -418,12 +438,13 @@ func (s *summed) memory(now time.Time) *statsapi.MemoryStats {
 }
 
 // ephemeral is the pod's ephemeral storage as the kubelet counts it:
-// the containers' writable layers and logs (volumes are not measured).
+// the containers' writable layers and logs and the pod's local ephemeral
+// volumes (a disk emptyDir, a configMap).
 func (s *summed) ephemeral(now time.Time, imageFs *statsapi.FsStats) *statsapi.FsStats {
 	if !s.hasFs {
 		return nil
 	}
-	out := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: ptr(s.rootfs + s.logs), InodesUsed: ptr(s.inodes)}
+	out := &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: ptr(s.rootfs + s.logs + s.volumes), InodesUsed: ptr(s.inodes)}
 	if imageFs != nil {
 		out.AvailableBytes, out.CapacityBytes, out.InodesFree, out.Inodes = imageFs.AvailableBytes, imageFs.CapacityBytes, imageFs.InodesFree, imageFs.Inodes
 	}

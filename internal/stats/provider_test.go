@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"bytes"
 	"context"
 	"net/http/httptest"
 	"os"
@@ -15,7 +16,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -441,5 +445,77 @@ func TestSummaryOwnsSelectsAdoptedPods(t *testing.T) {
 		if sel != nil {
 			t.Errorf("a list asked with selector %v; want none", sel)
 		}
+	}
+}
+
+// The summary lists a desired pod's volumes the agent keeps — a disk
+// emptyDir measured as du does, a configMap, a memory emptyDir by its
+// tmpfs's statfs — and counts its local ephemeral ones (disk emptyDir,
+// configMap) in its ephemeral storage; a measure is reused for the
+// period, then taken again.
+func TestSummaryVolumeStats(t *testing.T) {
+	podDir := t.TempDir()
+	dirs := map[string]string{"scratch": filepath.Join(podDir, "scratch"), "cfg": filepath.Join(podDir, "cfg"), "shm": filepath.Join(podDir, "shm")}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path string, n int) {
+		t.Helper()
+		if err := os.WriteFile(path, bytes.Repeat([]byte("x"), n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dirs["scratch"], "f"), 1<<20)
+	write(filepath.Join(dirs["cfg"], "k"), 100)
+	desired := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: v1.PodSpec{Volumes: []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+		{Name: "shm", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/"}}},
+	}}}
+	vols := &Volumes{
+		Pods: func() []*v1.Pod { return []*v1.Pod{desired} },
+		Dir: func(_ *v1.Pod, v *v1.Volume) (string, bool) {
+			return dirs[v.Name], v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory
+		},
+	}
+	rt := &fakeRuntime{sandboxes: []*runtimeapi.PodSandbox{sandbox("sb1", "default", "web", "u1", t0, runtimeapi.PodSandboxState_SANDBOX_READY)}}
+	clk := clocktesting.NewFakeClock(t0)
+	p, err := New(Config{NodeName: "n1", Runtime: rt, Volumes: vols, Host: fakeHost(t, "1000\n"), Clock: clk, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := func() statsapi.PodStats {
+		t.Helper()
+		sum, err := p.Summary(context.Background(), false)
+		if err != nil || len(sum.Pods) != 1 {
+			t.Fatalf("summary %+v, %v", sum, err)
+		}
+		return sum.Pods[0]
+	}
+	ps := summary()
+	used := map[string]uint64{}
+	for _, v := range ps.VolumeStats {
+		if v.UsedBytes == nil || v.CapacityBytes == nil {
+			t.Fatalf("volume %s without figures: %+v", v.Name, v.FsStats)
+		}
+		used[v.Name] = *v.UsedBytes
+	}
+	if len(used) != 3 || used["scratch"] < 1<<20 || used["scratch"] > 1<<20+64<<10 || used["cfg"] == 0 {
+		t.Fatalf("volume use %v; want scratch ~1 MiB, cfg, shm (no hostPath)", used)
+	}
+	if ps.EphemeralStorage == nil || *ps.EphemeralStorage.UsedBytes != used["scratch"]+used["cfg"] {
+		t.Fatalf("ephemeral storage %+v; want the disk emptyDir and the configMap (%d)", ps.EphemeralStorage, used["scratch"]+used["cfg"])
+	}
+	// Within the period the measure is reused; after it, taken again.
+	write(filepath.Join(dirs["scratch"], "g"), 1<<20)
+	if got := summary(); *got.EphemeralStorage.UsedBytes != *ps.EphemeralStorage.UsedBytes {
+		t.Fatalf("measured again within the period")
+	}
+	clk.Step(time.Minute)
+	if got := summary(); *got.EphemeralStorage.UsedBytes < *ps.EphemeralStorage.UsedBytes+1<<20 {
+		t.Fatalf("ephemeral storage %d after the period; want the new MiB counted", *got.EphemeralStorage.UsedBytes)
 	}
 }

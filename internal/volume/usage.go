@@ -18,14 +18,19 @@ var ErrTooManyFiles = errors.New("too many files to count")
 // up when ctx ends: a pod's volume is the pod's to fill with a million
 // files. What was counted before an error is returned with it.
 func DiskUsage(ctx context.Context, dir string, maxEntries int) (int64, error) {
+	used, _, err := DiskUsageInodes(ctx, dir, maxEntries)
+	return used, err
+}
+
+// DiskUsageInodes is DiskUsage with the number of inodes counted.
+func DiskUsageInodes(ctx context.Context, dir string, maxEntries int) (used, inodes int64, err error) {
 	var root syscall.Stat_t
 	if err := syscall.Lstat(dir, &root); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var used int64
 	seen := map[uint64]bool{}
 	entries := 0
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil // gone or unreadable: not counted
 		}
@@ -52,7 +57,8 @@ func DiskUsage(ctx context.Context, dir string, maxEntries int) (int64, error) {
 			seen[st.Ino] = true
 		}
 		used += st.Blocks * 512
+		inodes++
 		return nil
 	})
-	return used, err
+	return used, inodes, err
 }

@@ -42,8 +42,10 @@ func TestStatsSummary(t *testing.T) {
 			{Name: "burn", Image: busybox, Command: []string{"sh", "-c", "while :; do :; done"},
 				Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("200m")}}},
 			{Name: "talk", Image: busybox, Command: []string{"sh", "-c",
-				`i=0; while [ $i -lt 2000 ]; do printf '%099d\n' $i; i=$((i+1)); done; exec sleep 100000`}},
-		}},
+				`dd if=/dev/zero of=/scratch/f bs=1M count=3; i=0; while [ $i -lt 2000 ]; do printf '%099d\n' $i; i=$((i+1)); done; exec sleep 100000`},
+				VolumeMounts: []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}},
+		},
+			Volumes: []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}},
 	}
 	p = createRunning(t, c, p)
 	summary := func() *statsapi.Summary {
@@ -103,9 +105,23 @@ func TestStatsSummary(t *testing.T) {
 	if talk := ctrOf(ps, "talk"); *talk.Logs.UsedBytes > 4*logBytes {
 		t.Errorf("talk's logs %d bytes: want about %d (CRI lines carry a timestamp and stream)", *talk.Logs.UsedBytes, logBytes)
 	}
-	if ps.EphemeralStorage == nil || *ps.EphemeralStorage.UsedBytes < logBytes {
-		t.Errorf("pod ephemeral storage %+v: want at least talk's log", ps.EphemeralStorage)
+	// The pod's volumes (measured at most once a minute): the emptyDir
+	// talk filled with 3 MiB, in the pod's ephemeral storage with the
+	// log, and the API server's token volume.
+	volume := func(ps *statsapi.PodStats, name string) *statsapi.VolumeStats {
+		for i := range ps.VolumeStats {
+			if strings.HasPrefix(ps.VolumeStats[i].Name, name) {
+				return &ps.VolumeStats[i]
+			}
+		}
+		return nil
 	}
+	eventually(t, 75*time.Second, "the emptyDir's 3 MiB in the summary", func() bool {
+		ps := podOf(summary())
+		v := volume(ps, "scratch")
+		return v != nil && v.UsedBytes != nil && *v.UsedBytes >= 3<<20 && volume(ps, "kube-api-access-") != nil &&
+			ps.EphemeralStorage != nil && *ps.EphemeralStorage.UsedBytes >= logBytes+3<<20
+	})
 	// The runtime's pod-level stats (containerd 1.6 and 2.x both have
 	// them) carry the pod's network: its eth0.
 	if ps.Network == nil || ps.Network.Name != "eth0" || ps.Network.RxBytes == nil {
