@@ -27,7 +27,7 @@ log() { echo "install-deps: $*" >&2; }
 
 # ---------------------------------------------------------------- apt ---
 PKGS=(containerd runc containernetworking-plugins busybox-static docker-registry
-	skopeo iproute2 iptables nftables gcc libc6-dev curl)
+	skopeo iproute2 iptables nftables dbus-daemon gcc libc6-dev curl)
 missing=()
 for p in "${PKGS[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

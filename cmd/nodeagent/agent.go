@@ -35,6 +35,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
 	"github.com/nodeagent/nodeagent/internal/server"
+	"github.com/nodeagent/nodeagent/internal/shutdown"
 	"github.com/nodeagent/nodeagent/internal/stats"
 	"github.com/nodeagent/nodeagent/internal/status"
 	"github.com/nodeagent/nodeagent/internal/syncloop"
@@ -84,6 +85,7 @@ type agent struct {
 	loop        *syncloop.Loop
 	evict       *eviction.Manager
 	evictions   *syncloop.Evictions
+	shutdown    *shutdown.Manager
 	logRotation *logs.Manager
 	readers     server.Config
 	loopAlive   *watchdog.Loop // the loop's iterations, for systemd's watchdog
@@ -385,6 +387,7 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 			f, err := a.rt.Features(ctx)
 			return f.SupplementalGroupsPolicy, err
 		}),
+		admit.NodeShutdown(a.shutdown.ShuttingDown, shutdown.NotAdmittedReason, shutdown.NotAdmittedMessage),
 		admit.CPUs(a.cpuMgr),     // last: they allocate
 		admit.Allocate(a.allocs), // after the CPUs: records what was admitted
 	}
@@ -400,6 +403,7 @@ func (a *agent) newEviction(context.Context) (err error) {
 	if a.evict, err = newEviction(o, a.conn, a.clk, a.desired, a.evictions, a.imageGC, a.vols.Dir, a.ownership(), a.log); err != nil {
 		return err
 	}
+	a.shutdown = a.newShutdown()
 	a.logRotation, err = logs.New(logs.Config{
 		Runtime: a.conn, Labels: a.ownership().Selector, Owns: a.ownership().Owns,
 		MaxSize: o.containerLogMaxBytes, MaxFiles: int(*o.ContainerLogMaxFiles), MaxWorkers: int(*o.ContainerLogMaxWorkers),
@@ -407,6 +411,27 @@ func (a *agent) newEviction(context.Context) (err error) {
 		Clock: a.clk, Logger: a.log,
 	})
 	return err
+}
+
+// newShutdown builds graceful node shutdown (shutdownGracePeriod…): it
+// stops pods through the loop's evictions and makes admission refuse new
+// ones while the node shuts down.
+func (a *agent) newShutdown() *shutdown.Manager {
+	o := a.o
+	var event func(reason, message string)
+	if a.api != nil {
+		ref := &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)}
+		event = func(reason, message string) { a.api.Status.Recorder().Event(ref, v1.EventTypeNormal, reason, message) }
+	}
+	return shutdown.New(shutdown.Config{
+		Groups:     shutdown.Groups(o.ShutdownGracePeriod.Duration, o.ShutdownGracePeriodCriticalPods.Duration, o.ShutdownGracePeriodByPodPriority),
+		Connect:    shutdown.ConnectLogind,
+		ActivePods: a.desired.ActivePods,
+		Terminate:  a.evictions.Terminate,
+		Event:      event,
+		Clock:      a.clk,
+		Logger:     a.log,
+	})
 }
 
 // ownership tells the agent's sandboxes and containers (the kubelet's

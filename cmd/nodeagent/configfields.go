@@ -27,6 +27,7 @@ var honouredFields = map[string]bool{
 	"registerNode": true, "registerWithTaints": true, "nodeStatusUpdateFrequency": true, "nodeStatusReportFrequency": true,
 	"nodeLeaseDurationSeconds": true, "kubeAPIQPS": true, "kubeAPIBurst": true, "rotateCertificates": true,
 	"logging.verbosity": true, "localStorageCapacityIsolation": true,
+	"shutdownGracePeriod": true, "shutdownGracePeriodCriticalPods": true, "shutdownGracePeriodByPodPriority": true,
 }
 
 // structFields are the config's struct-valued fields, looked into field

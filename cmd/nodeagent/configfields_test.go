@@ -16,7 +16,9 @@ import (
 // nodeagent's default.
 var fieldSamples = map[string]string{
 	"staticPodPath": "/etc/kubernetes/manifests", "staticPodURL": "http://127.0.0.1:1/pods", "localStorageCapacityIsolation": "false",
-	"staticPodURLHeader": "{X-Token: [abc]}", "httpCheckFrequency": "7s", "fileCheckFrequency": "9s", "syncFrequency": "11s",
+	"shutdownGracePeriod": "30s", "shutdownGracePeriodCriticalPods": "10s",
+	"shutdownGracePeriodByPodPriority": "[{priority: 100, shutdownGracePeriodSeconds: 5}]",
+	"staticPodURLHeader":               "{X-Token: [abc]}", "httpCheckFrequency": "7s", "fileCheckFrequency": "9s", "syncFrequency": "11s",
 	"containerRuntimeEndpoint": "unix:///run/k3s/containerd/containerd.sock", "runtimeRequestTimeout": "1m0s", "podCIDR": "10.1.0.0/24",
 	"cpuManagerPolicy": "static", "reservedSystemCPUs": "\"0-1\"", "cpuManagerReconcilePeriod": "5s",
 	"cpuManagerPolicyOptions": "{full-pcpus-only: \"true\"}", "podLogsDir": "/var/log/other-pods", "clusterDomain": "example.org",
@@ -40,10 +42,17 @@ var fieldSamples = map[string]string{
 
 // companions are fields a sample needs beside it to be valid.
 var companions = map[string]string{
-	"maxParallelImagePulls": "serializeImagePulls: false\n",
-	"evictionSoft":          "evictionSoftGracePeriod: {memory.available: 1m0s}\n",
-	"tlsCertFile":           "tlsPrivateKeyFile: /k.key\n",
-	"tlsPrivateKeyFile":     "tlsCertFile: /k.crt\n",
+	"maxParallelImagePulls":           "serializeImagePulls: false\n",
+	"evictionSoft":                    "evictionSoftGracePeriod: {memory.available: 1m0s}\n",
+	"tlsCertFile":                     "tlsPrivateKeyFile: /k.key\n",
+	"tlsPrivateKeyFile":               "tlsCertFile: /k.crt\n",
+	"shutdownGracePeriodCriticalPods": "shutdownGracePeriod: 30s\n",
+}
+
+// exclusive are fields a file cannot set with all the others (each is
+// still round-tripped alone by TestHonouredFieldsTakeEffect).
+var exclusive = map[string]bool{
+	"shutdownGracePeriodByPodPriority": true, // not with shutdownGracePeriod
 }
 
 // configYAML is a KubeletConfiguration setting the field at path to the

@@ -129,6 +129,9 @@ func (a *agent) runBesideLoop(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { a.podNet.Run(ctx); return nil })
 	// The runtime's conditions: every 5s, every second while not ready.
 	g.Go(func() error { a.runtimeHealth.Run(ctx); return nil })
+	// Graceful node shutdown: logind's lock and signal (nothing to do
+	// without a shutdownGracePeriod).
+	g.Go(func() error { a.shutdown.Run(ctx); return nil })
 }
 
 // serveAPI runs API mode: the Node (registration, status, Lease), the
@@ -163,7 +166,8 @@ func (a *agent) newNodeManager(ctx context.Context) (*node.Manager, error) {
 		RuntimeVersion: a.runtimeName + "://" + a.runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 		Pressure:      a.evict.Pressure,
 		RuntimeHealth: a.runtimeHealth.Err, NetworkHealth: a.podNet.Err, PLEGHealth: a.plegG.Healthy,
-		Images: node.CRIImages(a.conn, o.RuntimeRequestTimeout.Duration),
+		ShutdownHealth: a.shutdown.ShuttingDown,
+		Images:         node.CRIImages(a.conn, o.RuntimeRequestTimeout.Duration),
 		RuntimeFeatures: func(ctx context.Context) (v1.NodeFeatures, []v1.NodeRuntimeHandler, error) {
 			f, err := a.rt.Features(ctx)
 			return v1.NodeFeatures{SupplementalGroupsPolicy: &f.SupplementalGroupsPolicy}, f.Handlers, err

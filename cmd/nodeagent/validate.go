@@ -43,6 +43,14 @@ func (o *options) validateSources() []error {
 	if o.minimumContainerTTL < 0 { // as the kubelet's container GC
 		errs = append(errs, fmt.Errorf("--minimum-container-ttl-duration %v: invalid minimum garbage collection age", o.minimumContainerTTL))
 	}
+	// Graceful node shutdown, as the kubelet validates it.
+	if o.ShutdownGracePeriodCriticalPods.Duration > o.ShutdownGracePeriod.Duration {
+		errs = append(errs, fmt.Errorf("shutdownGracePeriodCriticalPods %v must be <= shutdownGracePeriod %v",
+			o.ShutdownGracePeriodCriticalPods.Duration, o.ShutdownGracePeriod.Duration))
+	}
+	if len(o.ShutdownGracePeriodByPodPriority) > 0 && (o.ShutdownGracePeriod.Duration > 0 || o.ShutdownGracePeriodCriticalPods.Duration > 0) {
+		errs = append(errs, errors.New("shutdownGracePeriodByPodPriority must be empty when shutdownGracePeriod or shutdownGracePeriodCriticalPods is set"))
+	}
 	if o.maxDeadContainers >= 0 {
 		// Dead containers are collected per pod at its syncs; a limit over
 		// the whole node is not built: refused rather than ignored.

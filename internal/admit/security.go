@@ -144,3 +144,15 @@ func SupplementalGroupsPolicy(supported func() (bool, error)) Handler {
 		return Result{Reason: "SupplementalGroupsPolicyNotSupported", Message: "SupplementalGroupsPolicy=Strict is not supported in this node"}
 	}}
 }
+
+// NodeShutdown refuses every pod while the node shuts down (shutting
+// reads the graceful shutdown's state), as the kubelet's shutdown
+// manager does.
+func NodeShutdown(shutting func() error, reason, message string) Handler {
+	return HandlerFunc{N: "NodeShutdown", F: func(*Attributes) Result {
+		if shutting() != nil {
+			return Result{Reason: reason, Message: message}
+		}
+		return Result{Admit: true}
+	}}
+}

@@ -394,7 +394,9 @@ func merged(old, s v1.PodStatus, generation int64) v1.PodStatus {
 		out.Conditions = append(out.Conditions, c)
 	}
 	for _, oc := range old.Conditions {
-		if !ownedConditions[oc.Type] {
+		// Others' conditions stay, unless the node set that type too (a
+		// DisruptionTarget the node's eviction or shutdown reports).
+		if !ownedConditions[oc.Type] && findCondition(s.Conditions, oc.Type) == nil {
 			out.Conditions = append(out.Conditions, oc)
 		}
 	}

@@ -51,6 +51,9 @@ type Config struct {
 	// Health checks (nil error: healthy): the runtime, its network, the
 	// PLEG. They make the Ready condition and its message.
 	RuntimeHealth, NetworkHealth, PLEGHealth func() error
+	// ShutdownHealth, if set, is the graceful shutdown's state: an error
+	// ("node is shutting down") makes the node NotReady with it.
+	ShutdownHealth func() error
 	// Pressure, if set, tells the eviction manager's pressure conditions
 	// (MemoryPressure, DiskPressure, PIDPressure).
 	Pressure func(v1.NodeConditionType) bool
@@ -195,7 +198,10 @@ func (m *Manager) Run(ctx context.Context) error {
 
 func (m *Manager) healthKey() string {
 	s := ""
-	for _, h := range []func() error{m.cfg.RuntimeHealth, m.cfg.NetworkHealth, m.cfg.PLEGHealth} {
+	for _, h := range []func() error{m.cfg.RuntimeHealth, m.cfg.NetworkHealth, m.cfg.PLEGHealth, m.cfg.ShutdownHealth} {
+		if h == nil {
+			continue
+		}
 		if err := h(); err != nil {
 			s += err.Error()
 		}
@@ -399,6 +405,11 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 	}
 	if err := m.cfg.PLEGHealth(); err != nil {
 		notReady = append(notReady, "PLEG is not healthy: "+err.Error())
+	}
+	if m.cfg.ShutdownHealth != nil {
+		if err := m.cfg.ShutdownHealth(); err != nil {
+			notReady = append(notReady, err.Error())
+		}
 	}
 	cond := func(t v1.NodeConditionType, s v1.ConditionStatus, reason, msg string) {
 		c := v1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}

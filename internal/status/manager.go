@@ -406,27 +406,42 @@ func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message stri
 	m.publish(p, s)
 }
 
-// Evicted publishes a pod evicted for the node's sake, as the kubelet
-// reports it: Failed, reason Evicted, the eviction manager's message,
-// containers as last seen; an Evicted warning event. Like a refused pod
-// it never comes back to the runtime, so outages do not make it Unknown.
-func (m *Manager) Evicted(p *v1.Pod, message string) {
+// Evicted publishes a pod ended for the node's sake, as the kubelet
+// reports it: Failed, the reason (Evicted; a node shutdown's Terminated)
+// and message, a DisruptionTarget condition (TerminationByKubelet),
+// containers as last seen; an eviction's Evicted warning event. Like a
+// refused pod it never comes back to the runtime, so outages do not make
+// it Unknown.
+func (m *Manager) Evicted(p *v1.Pod, reason, message string) {
 	m.mu.Lock()
 	s := m.last[p.UID]
 	m.refused[p.UID] = true
 	delete(m.terminating, p.UID)
 	m.mu.Unlock()
 	s = *s.DeepCopy()
-	s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", message
+	if s.Phase != v1.PodSucceeded {
+		s.Phase = v1.PodFailed
+	}
+	s.Reason, s.Message = reason, message
+	disruption := false
 	for i := range s.Conditions {
-		if c := &s.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+		switch c := &s.Conditions[i]; c.Type {
+		case v1.PodReady, v1.ContainersReady:
 			c.Status, c.Reason, c.Message = v1.ConditionFalse, reasonPodFailed, ""
+		case v1.DisruptionTarget:
+			c.Status, c.Reason, c.Message, disruption = v1.ConditionTrue, v1.PodReasonTerminationByKubelet, message, true
 		}
+	}
+	if !disruption {
+		s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+			Reason: v1.PodReasonTerminationByKubelet, Message: message, LastTransitionTime: metav1.NewTime(m.clock.Now())})
 	}
 	for i := range s.ContainerStatuses {
 		s.ContainerStatuses[i].Ready = false
 	}
-	m.Event(p, v1.EventTypeWarning, "Evicted", message)
+	if reason == "Evicted" {
+		m.Event(p, v1.EventTypeWarning, reason, message)
+	}
 	m.publish(p, s)
 }
 

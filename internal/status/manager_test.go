@@ -395,13 +395,14 @@ func TestManagerRefusedPodUnaffectedByOutage(t *testing.T) {
 	}
 }
 
-// An evicted pod is Failed/Evicted with the message and an event; a sync
-// that ends after the eviction does not publish over it.
+// An evicted pod is Failed/Evicted with the message, a DisruptionTarget
+// condition (TerminationByKubelet) and an event; a sync that ends after
+// the eviction does not publish over it.
 func TestManagerEvicted(t *testing.T) {
 	m, dir, _ := newManager(t)
 	st := runtimeStatus(sbReady, running("app", false))
 	m.Synced(mgrPodA, st, pod.SyncResult{})
-	m.Evicted(mgrPodA, "The node was low on resource: memory.")
+	m.Evicted(mgrPodA, "Evicted", "The node was low on resource: memory.")
 	m.Synced(mgrPodA, st, pod.SyncResult{})
 	got := listOne(t, m, dir)
 	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Status.Message != "The node was low on resource: memory." {
@@ -409,6 +410,14 @@ func TestManagerEvicted(t *testing.T) {
 	}
 	if len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].Ready {
 		t.Fatalf("container statuses %+v: want the last one, not ready", got.Status.ContainerStatuses)
+	}
+	found := false
+	for _, c := range got.Status.Conditions {
+		found = found || c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonTerminationByKubelet &&
+			c.Message == "The node was low on resource: memory."
+	}
+	if !found {
+		t.Fatalf("conditions %+v: want DisruptionTarget (TerminationByKubelet)", got.Status.Conditions)
 	}
 	m.flush()
 	evs, err := ReadEvents(dir, mgrPodA)

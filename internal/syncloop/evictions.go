@@ -27,9 +27,27 @@ func NewEvictions() *Evictions {
 // once the loop is over.
 func (e *Evictions) Evict(p *v1.Pod, grace int64, message string) {
 	select {
-	case e.ch <- eviction{p, grace, message}:
+	case e.ch <- eviction{pod: p, grace: grace, reason: ReasonEvicted, message: message}:
 	case <-e.done:
 	}
+}
+
+// ReasonEvicted is an evicted pod's status reason.
+const ReasonEvicted = "Evicted"
+
+// Terminate ends p for the node's sake as Evict does, with the status
+// reason and message given (a node shutdown's: Terminated, "Pod was
+// terminated in response to imminent node shutdown."). The returned
+// channel is closed once its containers are killed (or at once when the
+// pod is gone, or the loop is over).
+func (e *Evictions) Terminate(p *v1.Pod, grace int64, reason, message string) <-chan struct{} {
+	done := make(chan struct{})
+	select {
+	case e.ch <- eviction{pod: p, grace: grace, reason: reason, message: message, done: done}:
+	case <-e.done:
+		close(done)
+	}
+	return done
 }
 
 // close marks the loop over.
@@ -39,5 +57,8 @@ func (e *Evictions) close() { e.once.Do(func() { close(e.done) }) }
 type eviction struct {
 	pod     *v1.Pod
 	grace   int64
+	reason  string
 	message string
+	// done, if set, is closed once the pod's kill completed.
+	done chan struct{}
 }

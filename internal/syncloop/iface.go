@@ -56,9 +56,10 @@ type StatusSink interface {
 	Admitted(p *v1.Pod, st *pod.RuntimeStatus)
 	// Refused reports a pod the admit chain refused.
 	Refused(p *v1.Pod, reason, message string)
-	// Evicted reports a pod evicted for the node's sake: Failed, reason
-	// Evicted, message; it stays published after its kill.
-	Evicted(p *v1.Pod, message string)
+	// Evicted reports a pod ended for the node's sake: Failed, with the
+	// reason (Evicted, or a node shutdown's Terminated) and message; it
+	// stays published after its kill.
+	Evicted(p *v1.Pod, reason, message string)
 	// Blocked reports a pod the run chain keeps from running: Pending,
 	// with the reason, its containers waiting as Blocked.
 	Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message string)

@@ -90,6 +90,9 @@ type Loop struct {
 	// Not desired-pod state (it is about pods nobody wants any more), so
 	// not the pod manager's.
 	finished map[pod.UID]time.Time
+	// killWaiters are closed when a pod's kill for the node's sake
+	// completed (Evictions.Terminate).
+	killWaiters map[pod.UID][]chan struct{}
 	// evictions carries the eviction manager's decisions into the loop.
 	evictions *Evictions
 	wg        sync.WaitGroup
@@ -132,12 +135,13 @@ func New(cfg Config) (*Loop, error) {
 	}
 	l := &Loop{
 		cfg: cfg, rt: cfg.Runtime, status: cfg.Status, clock: cfg.Clock,
-		log:       cfg.Logger.Named("syncloop"),
-		queue:     newWorkQueue(cfg.Clock),
-		pods:      cfg.Pods,
-		workers:   map[pod.UID]*worker{},
-		finished:  map[pod.UID]time.Time{},
-		evictions: cfg.Evictions,
+		log:         cfg.Logger.Named("syncloop"),
+		queue:       newWorkQueue(cfg.Clock),
+		pods:        cfg.Pods,
+		workers:     map[pod.UID]*worker{},
+		finished:    map[pod.UID]time.Time{},
+		killWaiters: map[pod.UID][]chan struct{}{},
+		evictions:   cfg.Evictions,
 	}
 	l.pods.SetWorkers(l.workerView)
 	return l, nil
@@ -732,6 +736,10 @@ func (l *Loop) workerDone(w *worker) bool {
 	}
 	p, keep := s.pod, s.evicted
 	delete(l.workers, w.uid)
+	for _, done := range l.killWaiters[w.uid] {
+		close(done)
+	}
+	delete(l.killWaiters, w.uid)
 	l.finished[w.uid] = l.clock.Now()
 	l.queue.Forget(w.uid)
 	w.log.Info("pod terminated")
@@ -758,12 +766,20 @@ func (l *Loop) Evict(p *v1.Pod, grace int64, message string) {
 func (l *Loop) handleEviction(e eviction) {
 	p, ok := l.pods.Evict(e.pod.UID) // kept (Failed) until its source drops it
 	if !ok {
+		if e.done != nil {
+			close(e.done)
+		}
 		return // gone meanwhile
 	}
 	l.log.Warn("evicting pod", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
-		zap.Int64("grace", e.grace), zap.String("message", e.message))
+		zap.Int64("grace", e.grace), zap.String("reason", e.reason), zap.String("message", e.message))
 	if l.status != nil {
-		l.status.Evicted(p, e.message)
+		l.status.Evicted(p, e.reason, e.message)
+	}
+	if e.done != nil {
+		l.mu.Lock()
+		l.killWaiters[p.UID] = append(l.killWaiters[p.UID], e.done)
+		l.mu.Unlock()
 	}
 	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
 }

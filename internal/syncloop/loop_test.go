@@ -162,10 +162,10 @@ func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
 }
-func (f *fakeStatus) Evicted(p *v1.Pod, message string) {
+func (f *fakeStatus) Evicted(p *v1.Pod, reason, message string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.refused[p.UID] = "Evicted: " + message
+	f.refused[p.UID] = reason + ": " + message
 }
 func (f *fakeStatus) Blocked(p *v1.Pod, _ *pod.RuntimeStatus, reason, _ string) {
 	f.blocked <- string(p.UID) + " " + reason

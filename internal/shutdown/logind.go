@@ -1,0 +1,87 @@
+package shutdown
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// logind's D-Bus names.
+const (
+	logindService   = "org.freedesktop.login1"
+	logindPath      = dbus.ObjectPath("/org/freedesktop/login1")
+	logindInterface = "org.freedesktop.login1.Manager"
+)
+
+// Logind is an Inhibitor over logind's D-Bus API on the system bus
+// (DBUS_SYSTEM_BUS_ADDRESS, else the standard socket).
+type Logind struct {
+	conn *dbus.Conn
+	obj  dbus.BusObject
+}
+
+// ConnectLogind opens a private connection to the system bus.
+func ConnectLogind() (Inhibitor, error) {
+	conn, err := dbus.ConnectSystemBus()
+	if err != nil {
+		return nil, fmt.Errorf("connect to the system bus: %w", err)
+	}
+	return &Logind{conn: conn, obj: conn.Object(logindService, logindPath)}, nil
+}
+
+// InhibitDelay implements Inhibitor.
+func (l *Logind) InhibitDelay() (time.Duration, error) {
+	v, err := l.obj.GetProperty(logindInterface + ".InhibitDelayMaxUSec")
+	if err != nil {
+		return 0, fmt.Errorf("read logind's InhibitDelayMaxUSec: %w", err)
+	}
+	usec, ok := v.Value().(uint64)
+	if !ok {
+		return 0, fmt.Errorf("logind's InhibitDelayMaxUSec is a %T", v.Value())
+	}
+	return time.Duration(usec) * time.Microsecond, nil
+}
+
+// Inhibit implements Inhibitor: a delay lock on shutdown, held by the
+// file descriptor logind hands over.
+func (l *Logind) Inhibit() (io.Closer, error) {
+	var fd dbus.UnixFD
+	err := l.obj.Call(logindInterface+".Inhibit", 0, "shutdown", "nodeagent", "Kubernetes graceful node shutdown", "delay").Store(&fd)
+	if err != nil {
+		return nil, fmt.Errorf("take logind's delay lock on shutdown: %w", err)
+	}
+	if fd < 0 {
+		return nil, errors.New("logind handed over no lock")
+	}
+	return os.NewFile(uintptr(fd), "inhibit"), nil
+}
+
+// Watch implements Inhibitor.
+func (l *Logind) Watch() (<-chan bool, error) {
+	if err := l.conn.AddMatchSignal(dbus.WithMatchInterface(logindInterface), dbus.WithMatchMember("PrepareForShutdown"),
+		dbus.WithMatchObjectPath(logindPath)); err != nil {
+		return nil, fmt.Errorf("watch logind's PrepareForShutdown: %w", err)
+	}
+	signals := make(chan *dbus.Signal, 8)
+	l.conn.Signal(signals)
+	out := make(chan bool, 1)
+	go func() {
+		defer close(out)
+		for s := range signals {
+			if s.Name != logindInterface+".PrepareForShutdown" || len(s.Body) != 1 {
+				continue
+			}
+			if down, ok := s.Body[0].(bool); ok {
+				out <- down
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Close implements Inhibitor.
+func (l *Logind) Close() error { return l.conn.Close() }

@@ -1,0 +1,165 @@
+package shutdown
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+func TestGroups(t *testing.T) {
+	if g := Groups(0, 0, nil); g != nil {
+		t.Errorf("no period: %v; want none", g)
+	}
+	if diff := cmp.Diff([]Group{{0, 20}, {criticalPriority, 10}}, Groups(30*time.Second, 10*time.Second, nil)); diff != "" {
+		t.Errorf("shutdownGracePeriod 30s, critical 10s (-want +got):\n%s", diff)
+	}
+	by := []kubeletv1beta1.ShutdownGracePeriodByPodPriority{{Priority: 100000, ShutdownGracePeriodSeconds: 5}, {Priority: 0, ShutdownGracePeriodSeconds: 7}}
+	if diff := cmp.Diff([]Group{{0, 7}, {100000, 5}}, Groups(30*time.Second, 10*time.Second, by)); diff != "" {
+		t.Errorf("by priority, sorted (-want +got):\n%s", diff)
+	}
+}
+
+func podAt(name string, prio *int32) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)}, Spec: v1.PodSpec{Priority: prio}}
+}
+
+func TestGroupByPriority(t *testing.T) {
+	groups := []Group{{Priority: 10}, {Priority: 100}, {Priority: 1000}}
+	pods := []*v1.Pod{podAt("none", nil), podAt("low", ptr.To[int32](5)), podAt("ten", ptr.To[int32](10)), podAt("fifty", ptr.To[int32](50)),
+		podAt("hundred", ptr.To[int32](100)), podAt("top", ptr.To[int32](5000))}
+	var got [][]string
+	for _, g := range group(groups, pods) {
+		var names []string
+		for _, p := range g {
+			names = append(names, p.Name)
+		}
+		got = append(got, names)
+	}
+	want := [][]string{{"none", "low", "ten", "fifty"}, {"hundred"}, {"top"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("groups (-want +got):\n%s", diff)
+	}
+}
+
+// fakeLogind is logind: a lock the test can see held, signals it sends.
+type fakeLogind struct {
+	mu      sync.Mutex
+	held    int
+	taken   chan struct{}
+	signals chan bool
+}
+
+type lockFile struct{ l *fakeLogind }
+
+func (f lockFile) Close() error {
+	f.l.mu.Lock()
+	defer f.l.mu.Unlock()
+	f.l.held--
+	return nil
+}
+
+func (l *fakeLogind) InhibitDelay() (time.Duration, error) { return 30 * time.Second, nil }
+func (l *fakeLogind) Inhibit() (io.Closer, error) {
+	l.mu.Lock()
+	l.held++
+	l.mu.Unlock()
+	l.taken <- struct{}{}
+	return lockFile{l}, nil
+}
+func (l *fakeLogind) Watch() (<-chan bool, error) { return l.signals, nil }
+func (l *fakeLogind) Close() error                { return nil }
+func (l *fakeLogind) locks() int                  { l.mu.Lock(); defer l.mu.Unlock(); return l.held }
+
+type termination struct {
+	pod         string
+	grace       int64
+	reason, msg string
+	done        chan struct{}
+}
+
+// On PrepareForShutdown the node is shutting down; regular pods are
+// stopped first (their own shorter grace period kept), critical ones
+// once the regular ones stopped, each with the kubelet's reason and
+// message; then the lock is released. A group whose pods do not stop
+// within its period is left behind when the period passes.
+func TestShutdownStopsPodsByPriority(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	l := &fakeLogind{taken: make(chan struct{}, 4), signals: make(chan bool)}
+	terms := make(chan termination, 10)
+	pods := []*v1.Pod{podAt("web", nil), podAt("quick", nil), podAt("dns", ptr.To[int32](2000001000))}
+	pods[1].Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
+	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
+		Connect:    func() (Inhibitor, error) { return l, nil },
+		ActivePods: func() []*v1.Pod { return pods },
+		Terminate: func(p *v1.Pod, grace int64, reason, msg string) <-chan struct{} {
+			tm := termination{p.Name, grace, reason, msg, make(chan struct{})}
+			terms <- tm
+			return tm.done
+		},
+		Clock: clk, Logger: zap.NewNop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	<-l.taken
+	if m.ShuttingDown() != nil || l.locks() != 1 {
+		t.Fatalf("before: shutting down %v, locks %d", m.ShuttingDown(), l.locks())
+	}
+	l.signals <- true
+	got := map[string]termination{}
+	for i := 0; i < 2; i++ {
+		tm := <-terms
+		got[tm.pod] = tm
+	}
+	if m.ShuttingDown() == nil {
+		t.Fatal("not shutting down after PrepareForShutdown")
+	}
+	if got["web"].grace != 20 || got["quick"].grace != 3 || got["web"].reason != "Terminated" ||
+		got["web"].msg != "Pod was terminated in response to imminent node shutdown." {
+		t.Fatalf("regular pods stopped as %+v", got)
+	}
+	select {
+	case tm := <-terms:
+		t.Fatalf("%s stopped while regular pods still run", tm.pod)
+	default:
+	}
+	close(got["web"].done)
+	close(got["quick"].done)
+	dns := <-terms
+	if dns.pod != "dns" || dns.grace != 10 {
+		t.Fatalf("critical group: %+v", dns)
+	}
+	if l.locks() != 1 {
+		t.Fatal("lock released before the critical pods stopped")
+	}
+	// dns does not stop: the critical period passes, then the lock goes.
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(10 * time.Second)
+	for i := 0; l.locks() != 0; i++ {
+		if i > 5000 {
+			t.Fatal("lock still held after the last group's period")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A cancelled shutdown takes the lock again.
+	l.signals <- false
+	<-l.taken
+	for i := 0; m.ShuttingDown() != nil; i++ {
+		if i > 5000 {
+			t.Fatal("still shutting down after the cancellation")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
