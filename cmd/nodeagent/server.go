@@ -117,7 +117,7 @@ func readOnlyPort(ctx context.Context, g *errgroup.Group, o *options, readers se
 // configz is the effective configuration, for /configz: the
 // KubeletConfiguration the flags and --config were parsed onto, holding
 // only fields nodeagent implements, with its credentials redacted: the
-// password of the manifest URL and the values of its headers (an
+// password and query values of the manifest URL and the values of its headers (an
 // Authorization header, a token), which a reader of /configz (nodes/proxy
 // or nodes/configz) has no business reading.
 func configz(o *options) kubeletv1beta1.KubeletConfiguration {
@@ -135,8 +135,9 @@ func configz(o *options) kubeletv1beta1.KubeletConfiguration {
 // redacted stands for a credential /configz does not show.
 const redacted = "[redacted]"
 
-// redactURL hides a URL's password (user:xxxxx@host, as url.Redacted);
-// a URL that does not parse is hidden whole.
+// redactURL hides a URL's password (user:xxxxx@host, as url.Redacted)
+// and its query's values (a presigned URL's signature, a token); a URL
+// that does not parse is hidden whole.
 func redactURL(s string) string {
 	if s == "" {
 		return s
@@ -144,6 +145,13 @@ func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return redacted
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = slices.Repeat([]string{"xxxxx"}, len(q[k]))
+		}
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }

@@ -39,6 +39,7 @@ func FuzzCPUManagerState(f *testing.F) {
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0-3","entries":{"u":{"c":"4-5"}},"checksum":0}`))
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"3-1","checksum":0}`))
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0-9223372036854775807","checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0-+9223372036854775807","checksum":0}`))
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0","entries":{"u":{"c":"x"}}}`))
 	f.Add([]byte(`{"policyName":"none","defaultCpuSet":"","checksum":12345}`))
 	f.Add([]byte(`{"data":"{\"policyName\":\"static\",\"podEntries\":{\"u\":{}}}","dataChecksum":0}`))

@@ -151,17 +151,22 @@ func readState(path string) (*state, error) {
 // is parsed in no time.
 const maxCPUID = 1 << 16
 
-// parseCPUs parses a state file's CPU list, refusing an ID above
-// maxCPUID first: cpuset.Parse adds a range's CPUs one at a time, so a
-// file naming "0-9223372036854775807" would never be read to its end.
+// parseCPUs parses a state file's CPU list, refusing first anything
+// but digits, commas, dashes and spaces, and an ID above maxCPUID (read
+// as cpuset.Parse reads it, so no spelling of a huge ID slips through):
+// cpuset.Parse adds a range's CPUs one at a time, so a file naming
+// "0-9223372036854775807" would never be read to its end.
 func parseCPUs(s string) (cpuset.CPUSet, error) {
+	if i := strings.IndexFunc(s, func(r rune) bool { return !(r >= '0' && r <= '9' || r == ',' || r == '-' || r == ' ') }); i >= 0 {
+		return cpuset.CPUSet{}, fmt.Errorf("unexpected %q in a CPU list", s[i])
+	}
 	for _, r := range strings.Split(s, ",") {
 		for _, id := range strings.Split(r, "-") {
 			id = strings.TrimSpace(id)
 			if id == "" {
 				continue // an empty list, or cpuset.Parse's error
 			}
-			if n, err := strconv.ParseUint(id, 10, 64); err == nil && n > maxCPUID {
+			if n, err := strconv.Atoi(id); err != nil || n > maxCPUID {
 				return cpuset.CPUSet{}, fmt.Errorf("CPU %s is past %d", id, maxCPUID)
 			}
 		}

@@ -113,8 +113,13 @@ func (r *Runtime) containerConfig(ctx context.Context, p *v1.Pod, s startSpec, r
 		return nil, err
 	}
 	if err := recursiveReadOnly(c, cfg.Mounts, func() (bool, error) {
+		// The pod's runtime handler's feature, as the kubelet looks it up.
+		handler, err := r.runtimeHandler(p)
+		if err != nil {
+			return false, err
+		}
 		f, err := r.Features(ctx)
-		return f.RecursiveReadOnlyMounts, err
+		return f.handlerRRO(handler), err
 	}); err != nil {
 		return nil, err
 	}

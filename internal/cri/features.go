@@ -64,19 +64,42 @@ func ReadFeatures(ctx context.Context, c Client, timeout time.Duration) (Feature
 	return f, nil
 }
 
-// Features is the runtime's features, read at most once a minute.
+// Features is the runtime's features, read at most once a minute; when
+// the runtime cannot be asked, the last features it told (as the kubelet
+// keeps its runtime state), or the error before it ever answered. No
+// lock is held across the call.
 func (r *Runtime) Features(ctx context.Context) (Features, error) {
 	r.features.mu.Lock()
-	defer r.features.mu.Unlock()
-	if r.features.set && r.cfg.Clock.Since(r.features.at) < time.Minute {
-		return r.features.f, nil
+	f, at, set := r.features.f, r.features.at, r.features.set
+	r.features.mu.Unlock()
+	if set && r.cfg.Clock.Since(at) < time.Minute {
+		return f, nil
 	}
-	f, err := ReadFeatures(ctx, r.c, r.cfg.CallTimeout)
+	nf, err := ReadFeatures(ctx, r.c, r.cfg.CallTimeout)
 	if err != nil {
+		if set {
+			return f, nil
+		}
 		return Features{}, err
 	}
-	r.features.f, r.features.at, r.features.set = f, r.cfg.Clock.Now(), true
-	return f, nil
+	r.features.mu.Lock()
+	r.features.f, r.features.at, r.features.set = nf, r.cfg.Clock.Now(), true
+	r.features.mu.Unlock()
+	return nf, nil
+}
+
+// handlerRRO is whether the runtime handler name ("" the default) makes
+// recursive read-only mounts.
+func (f Features) handlerRRO(name string) bool {
+	if name == "" {
+		return f.RecursiveReadOnlyMounts
+	}
+	for _, h := range f.Handlers {
+		if h.Name == name && h.Features != nil && h.Features.RecursiveReadOnlyMounts != nil {
+			return *h.Features.RecursiveReadOnlyMounts
+		}
+	}
+	return false
 }
 
 // recursiveReadOnly marks the CRI mounts of a container's volume mounts

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
@@ -25,9 +27,13 @@ import (
 //
 // Only pods with such a limit are measured. A memory-backed emptyDir is a
 // tmpfs of its size limit: it cannot pass it, and is not measured.
-// Simpler than the kubelet: a writable layer counts even where the image
-// file system is a dedicated one, and configMap, secret and downwardAPI
-// volumes (small, and secrets on tmpfs) are not counted.
+// System-critical pods (priority ≥ 2000000000) are never evicted, as the
+// kubelet's; unlike the kubelet, static pods are (a standalone node has
+// no other kind, and the limit is the pod's own). Simpler than the
+// kubelet: a writable layer counts even where the image file system is a
+// dedicated one, and configMap, secret and downwardAPI volumes (small,
+// and secrets on tmpfs) are not counted. One pass measures for at most
+// storagePassTimeout; a volume not measured in time is judged next pass.
 
 // The kubelet's messages (pkg/kubelet/eviction/helpers.go).
 const (
@@ -62,8 +68,13 @@ type LocalStorage struct {
 	MaxEntries int
 }
 
+// storagePassTimeout bounds one pass's measuring.
+const storagePassTimeout = 30 * time.Second
+
 // PodStorage implements StorageReader.
 func (s LocalStorage) PodStorage(ctx context.Context, pods []*v1.Pod) (map[types.UID]PodStorage, error) {
+	ctx, cancel := context.WithTimeout(ctx, storagePassTimeout)
+	defer cancel()
 	layers, err := s.Stats.PodUsage(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("container stats: %w", err)
@@ -89,10 +100,10 @@ func (s LocalStorage) PodStorage(ctx context.Context, pods []*v1.Pod) (map[types
 			}
 			dir := volume.EmptyDirPath(s.PodDir(p.UID), v.Name)
 			n, err := volume.DiskUsage(ctx, dir, limit)
-			if errors.Is(err, volume.ErrTooManyFiles) {
-				n = 1 << 62 // past any limit: a volume too big to count is too big
-			}
-			if n > 0 || err == nil {
+			switch {
+			case errors.Is(err, volume.ErrTooManyFiles):
+				ps.Volumes[v.Name] = math.MaxInt64 // past any limit: a volume too big to count is too big
+			case err == nil:
 				ps.Volumes[v.Name] = n
 			}
 		}
@@ -126,10 +137,10 @@ func storageViolation(p *v1.Pod, u PodStorage) string {
 	if limit, ok := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]; ok {
 		var total int64
 		for _, n := range u.Containers {
-			total += n
+			total = addSat(total, n)
 		}
 		for _, n := range u.Volumes {
-			total += n
+			total = addSat(total, n)
 		}
 		if total > limit.Value() {
 			return fmt.Sprintf(podEphemeralStorageMessageFmt, limit.String())
@@ -147,6 +158,14 @@ func storageViolation(p *v1.Pod, u PodStorage) string {
 	return ""
 }
 
+// addSat adds non-negative sizes, saturating at the largest.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // localStorageEviction evicts, with no grace, every active pod past a
 // local storage limit, and returns them.
 func (m *Manager) localStorageEviction(ctx context.Context) []*v1.Pod {
@@ -155,7 +174,7 @@ func (m *Manager) localStorageEviction(ctx context.Context) []*v1.Pod {
 	}
 	var limited []*v1.Pod
 	for _, p := range m.cfg.ActivePods() {
-		if storageLimited(p) {
+		if storageLimited(p) && priority(p) < criticalPriority {
 			limited = append(limited, p)
 		}
 	}

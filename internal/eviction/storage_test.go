@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,8 @@ func TestLocalStorageEviction(t *testing.T) {
 		withStorageLimit(withStorageLimit(mkPod("pod-over", "", 0, false), "main", "20Mi"), "side", "20Mi"),
 		withStorageLimit(withStorageLimit(mkPod("container-over", "", 0, false), "main", "5Mi"), "side", "20Mi"),
 		mkPod("unlimited", "", 0, false),
+		withEmptyDir(mkPod("critical-over", "", 2000001000, false), "scratch", "1Mi", ""),
+		withStorageLimit(withEmptyDir(withEmptyDir(mkPod("uncountable", "", 0, false), "a", "", ""), "b", "", ""), "main", "1Gi"),
 	}
 	storage := fakeStorage{
 		"volume-over":   {Volumes: map[string]int64{"scratch": 11 * mi}},
@@ -74,6 +77,10 @@ func TestLocalStorageEviction(t *testing.T) {
 		// container, the pod's total would be judged first, as the kubelet).
 		"container-over": {Containers: map[string]int64{"main": 6 * mi, "side": 1 * mi}},
 		"unlimited":      {Containers: map[string]int64{"main": 1 << 40}},
+		// System-critical: never evicted, as the kubelet's.
+		"critical-over": {Volumes: map[string]int64{"scratch": 100 * mi}},
+		// Two volumes too big to count: their sum stays past the limit.
+		"uncountable": {Volumes: map[string]int64{"a": math.MaxInt64, "b": math.MaxInt64}},
 	}
 	m, obs, _, out := setup(t, []Threshold{hard(MemoryAvailable, "100Mi")}, pods, fakeStats{})
 	m.cfg.Storage = storage
@@ -85,6 +92,7 @@ func TestLocalStorageEviction(t *testing.T) {
 		"volume-over":    `Usage of EmptyDir volume "scratch" exceeds the limit "10Mi".`,
 		"pod-over":       "Pod ephemeral local storage usage exceeds the total limit of containers 40Mi.",
 		"container-over": `Container main exceeded its local ephemeral storage limit "5Mi".`,
+		"uncountable":    "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi.",
 	}
 	if len(*out) != len(want) {
 		t.Fatalf("evicted %+v; want %v only (storage first, nothing for the memory pressure in the same pass)", *out, want)

@@ -16,9 +16,11 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
 
-// Execer runs a command in a container (CRI ExecSync).
+// Execer runs a command in a container (CRI ExecSync); Version tells a
+// runtime that answers from one that does not.
 type Execer interface {
 	ExecSync(ctx context.Context, in *runtimeapi.ExecSyncRequest, opts ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error)
+	Version(ctx context.Context, in *runtimeapi.VersionRequest, opts ...grpc.CallOption) (*runtimeapi.VersionResponse, error)
 }
 
 // Recorder receives the Unhealthy events.

@@ -36,6 +36,16 @@ type execCall struct {
 type fakeExec struct {
 	clk   *clocktesting.FakeClock
 	calls chan execCall
+	// hung makes Version not answer either (the runtime is stuck).
+	hung bool
+}
+
+func (f *fakeExec) Version(ctx context.Context, _ *runtimeapi.VersionRequest, _ ...grpc.CallOption) (*runtimeapi.VersionResponse, error) {
+	if f.hung {
+		<-ctx.Done()
+		return nil, status.Error(codes.DeadlineExceeded, ctx.Err().Error())
+	}
+	return &runtimeapi.VersionResponse{RuntimeName: "fake"}, nil
 }
 
 func (f *fakeExec) ExecSync(ctx context.Context, in *runtimeapi.ExecSyncRequest, _ ...grpc.CallOption) (*runtimeapi.ExecSyncResponse, error) {
@@ -146,6 +156,7 @@ func TestHungRuntimeIsNoFailure(t *testing.T) {
 	defer func(g time.Duration) { execGrace = g }(execGrace)
 	execGrace = 20 * time.Millisecond // the call's deadline: 1s + this
 	h := newHarness(t)
+	h.ex.hung = true
 	c := v1.Container{Name: "app", LivenessProbe: execProbe("check", 10, 1, 1)}
 	p := probedPod(c)
 	h.m.Sync(p, running(p, "c1", h.clk.Now()))
@@ -167,6 +178,26 @@ func TestHungRuntimeIsNoFailure(t *testing.T) {
 	h.next(1)
 	if u := h.update(); u.Result != pod.ProbeFailure {
 		t.Fatalf("verdict %+v after a real failure; want Failure", u)
+	}
+}
+
+// An exec the runtime does not answer while the runtime itself answers
+// (it waits for a process the command left) is the command's timeout: a
+// failure.
+func TestUnansweredExecOfAnAnsweringRuntimeFails(t *testing.T) {
+	defer func(g time.Duration) { execGrace = g }(execGrace)
+	execGrace = 20 * time.Millisecond
+	h := newHarness(t)
+	c := v1.Container{Name: "app", LivenessProbe: execProbe("check", 10, 1, 1)}
+	p := probedPod(c)
+	h.m.Sync(p, running(p, "c1", h.clk.Now()))
+	select {
+	case <-h.ex.calls: // never answered
+	case <-time.After(10 * time.Second):
+		t.Fatal("no probe ran")
+	}
+	if u := h.update(); u.Result != pod.ProbeFailure {
+		t.Fatalf("verdict %+v; want Failure (the command timed out)", u)
 	}
 }
 

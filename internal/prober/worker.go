@@ -177,6 +177,14 @@ func (m *Manager) event(p *v1.Pod, eventType, reason, msg string) {
 // may take: the runtime enforces the timeout and answers.
 var execGrace = 5 * time.Second
 
+// runtimeAnswers asks the runtime for its version, within execGrace.
+func (m *Manager) runtimeAnswers(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, execGrace)
+	defer cancel()
+	_, err := m.cfg.Runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	return err == nil
+}
+
 // runProbe runs one check. err means the check could not be run.
 func (m *Manager) runProbe(ctx context.Context, p *v1.Pod, c *v1.Container, spec *v1.Probe, t target) (pod.ProbeResult, string, error) {
 	timeout := time.Duration(max(spec.TimeoutSeconds, 1)) * time.Second
@@ -198,11 +206,13 @@ func (m *Manager) runProbe(ctx context.Context, p *v1.Pod, c *v1.Container, spec
 		defer ccancel()
 		resp, err := m.cfg.Runtime.ExecSync(cctx, &runtimeapi.ExecSyncRequest{ContainerId: t.id, Cmd: spec.Exec.Command, Timeout: int64(timeout / time.Second)})
 		if err != nil {
-			if cctx.Err() != nil && parent.Err() == nil {
+			if cctx.Err() != nil && parent.Err() == nil && !m.runtimeAnswers(parent) {
 				// The runtime did not answer within the command's time
-				// and more: the runtime is stuck, not the container, which
-				// is no reason to restart it (the kubelet counts it a
-				// failure). No verdict.
+				// and more, nor a Version since: the runtime is stuck, not
+				// the container, which is no reason to restart it (the
+				// kubelet counts it a failure). No verdict. A runtime that
+				// answers was held up by the command (a process it waits
+				// for): the command timed out.
 				return pod.ProbeUnknown, "", fmt.Errorf("the runtime did not answer within %v: %w", timeout+execGrace, err)
 			}
 			if timedOut(err) {
