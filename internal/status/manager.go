@@ -180,15 +180,20 @@ func (m *Manager) flush() {
 
 // Admitted publishes a pod the moment the loop admits it, before any
 // runtime work: Pending with its containers waiting (ContainerCreating or
-// PodInitializing), or, for a pod adopted from an earlier run, what the
-// runtime's list-level view st shows. Its startTime is set now (or to the
-// first sandbox's creation when one exists).
+// PodInitializing), its startTime now. A pod the runtime already runs
+// (adopted after a restart) is not published here: the runtime's
+// list-level view st lacks its IPs and start times, which would show a
+// running pod without them for a moment; its first sync, at once,
+// publishes it whole, as the kubelet's does.
 func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	m.mu.Lock()
 	_, readded := m.terminating[p.UID] // re-added while it was being removed
 	delete(m.terminating, p.UID)
 	delete(m.refused, p.UID)
 	m.mu.Unlock()
+	if st != nil && (len(st.Sandboxes) > 0 || len(st.Containers) > 0) {
+		return
+	}
 	m.publish(p, m.compute(p, st, pod.SyncResult{}))
 	if readded {
 		m.files.add(p) // the same status, without the deletion mark

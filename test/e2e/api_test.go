@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/google/go-cmp/cmp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -555,6 +556,7 @@ func TestAPIServerOutageAndAgentRestart(t *testing.T) {
 	})
 	window := time.After(3 * time.Second)
 	versions := 0
+	last := before
 watch:
 	for {
 		select {
@@ -564,8 +566,14 @@ watch:
 				continue
 			}
 			versions++
-			if got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 || !got.Status.ContainerStatuses[0].Ready ||
-				got.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Logf("pod version %d after the restart (-before +after):\n%s", versions, cmp.Diff(last.Status, got.Status))
+			last = got
+			// Not one field worse: phase, readiness, restarts, the pod IP,
+			// the container's start time and the sandbox's condition.
+			cs := got.Status.ContainerStatuses
+			if got.Status.Phase != v1.PodRunning || len(cs) != 1 || !cs[0].Ready || cs[0].RestartCount != 0 ||
+				got.Status.PodIP == "" || cs[0].State.Running == nil || cs[0].State.Running.StartedAt.IsZero() ||
+				findPodCondition(got, v1.PodReadyToStartContainers) == nil || findPodCondition(got, v1.PodReadyToStartContainers).Status != v1.ConditionTrue {
 				t.Fatalf("the API saw the pod regress after the agent restart: %+v", got.Status)
 			}
 		case <-window:
