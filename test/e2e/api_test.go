@@ -466,6 +466,10 @@ spec:
 	if len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "Node" || m.OwnerReferences[0].Name != a.node {
 		t.Fatalf("mirror owner %+v", m.OwnerReferences)
 	}
+	if n, err := c.Admin.CoreV1().Nodes().Get(context.Background(), a.node, metav1.GetOptions{}); err == nil {
+		// A figure, not a bound (creation times have second resolution).
+		t.Logf("mirror pod created %v after the Node", m.CreationTimestamp.Sub(n.CreationTimestamp.Time))
+	}
 	ctr := a.running("static", "main")
 	if ctr == nil {
 		t.Fatal("static pod not running")
