@@ -132,9 +132,12 @@ func (m *Manager) Run(ctx context.Context) {
 		return
 	}
 	m.log.Info("graceful node shutdown", zap.Any("groups", m.cfg.Groups))
+	last := ""
 	for {
-		if err := m.watch(ctx); err != nil && ctx.Err() == nil {
-			m.log.Error("graceful node shutdown: logind not reached; retrying", zap.Error(err))
+		// Retried every second; logged when the error changes.
+		if err := m.watch(ctx); err != nil && ctx.Err() == nil && err.Error() != last {
+			last = err.Error()
+			m.log.Error("graceful node shutdown: logind not reached; retrying every second", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():
