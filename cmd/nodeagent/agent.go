@@ -395,8 +395,9 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 
 // newEviction builds the eviction manager, before the loop (whose
 // admission asks it about pressure): it reads the desired pods and hands
-// its decisions to the loop through the evictions channel; and the
-// container log rotation (of this agent's containers only).
+// its decisions to the loop through the evictions channel; graceful node
+// shutdown, which stops pods through the same channel; and the container
+// log rotation (of this agent's containers only).
 func (a *agent) newEviction(context.Context) (err error) {
 	o := a.o
 	a.evictions = syncloop.NewEvictions()
