@@ -44,6 +44,12 @@ func (o *options) validateSources() []error {
 		errs = append(errs, fmt.Errorf("--minimum-container-ttl-duration %v: invalid minimum garbage collection age", o.minimumContainerTTL))
 	}
 	// Graceful node shutdown, as the kubelet validates it.
+	if o.ShutdownGracePeriod.Duration < 0 || o.ShutdownGracePeriodCriticalPods.Duration < 0 {
+		errs = append(errs, errors.New("shutdownGracePeriod and shutdownGracePeriodCriticalPods must be >= 0"))
+	}
+	if o.ShutdownGracePeriod.Duration%time.Second != 0 || o.ShutdownGracePeriodCriticalPods.Duration%time.Second != 0 {
+		errs = append(errs, errors.New("shutdownGracePeriod and shutdownGracePeriodCriticalPods must be whole seconds"))
+	}
 	if o.ShutdownGracePeriodCriticalPods.Duration > o.ShutdownGracePeriod.Duration {
 		errs = append(errs, fmt.Errorf("shutdownGracePeriodCriticalPods %v must be <= shutdownGracePeriod %v",
 			o.ShutdownGracePeriodCriticalPods.Duration, o.ShutdownGracePeriod.Duration))

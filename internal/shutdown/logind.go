@@ -20,8 +20,9 @@ const (
 // Logind is an Inhibitor over logind's D-Bus API on the system bus
 // (DBUS_SYSTEM_BUS_ADDRESS, else the standard socket).
 type Logind struct {
-	conn *dbus.Conn
-	obj  dbus.BusObject
+	conn   *dbus.Conn
+	obj    dbus.BusObject
+	closed chan struct{} // closed by Close: Watch's goroutine stops
 }
 
 // ConnectLogind opens a private connection to the system bus.
@@ -30,7 +31,7 @@ func ConnectLogind() (Inhibitor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the system bus: %w", err)
 	}
-	return &Logind{conn: conn, obj: conn.Object(logindService, logindPath)}, nil
+	return &Logind{conn: conn, obj: conn.Object(logindService, logindPath), closed: make(chan struct{})}, nil
 }
 
 // InhibitDelay implements Inhibitor.
@@ -76,12 +77,32 @@ func (l *Logind) Watch() (<-chan bool, error) {
 				continue
 			}
 			if down, ok := s.Body[0].(bool); ok {
-				out <- down
+				select {
+				case out <- down:
+				case <-l.closed:
+					return
+				}
 			}
 		}
 	}()
 	return out, nil
 }
 
+// PreparingForShutdown implements Inhibitor.
+func (l *Logind) PreparingForShutdown() (bool, error) {
+	v, err := l.obj.GetProperty(logindInterface + ".PreparingForShutdown")
+	if err != nil {
+		return false, fmt.Errorf("read logind's PreparingForShutdown: %w", err)
+	}
+	b, ok := v.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("logind's PreparingForShutdown is a %T", v.Value())
+	}
+	return b, nil
+}
+
 // Close implements Inhibitor.
-func (l *Logind) Close() error { return l.conn.Close() }
+func (l *Logind) Close() error {
+	close(l.closed)
+	return l.conn.Close()
+}

@@ -74,6 +74,10 @@ type Inhibitor interface {
 	// Watch delivers PrepareForShutdown: true when the shutdown starts,
 	// false when it is cancelled; closed when the connection is lost.
 	Watch() (<-chan bool, error)
+	// PreparingForShutdown is logind's PreparingForShutdown: whether a
+	// shutdown is under way now (what a signal missed while disconnected
+	// said).
+	PreparingForShutdown() (bool, error)
 	Close() error
 }
 
@@ -177,6 +181,17 @@ func (m *Manager) watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A cancellation missed while disconnected: the node is not shutting
+	// down any more. A shutdown missed is acted on now.
+	if now, err := in.PreparingForShutdown(); err == nil && now != m.shuttingDown.Load() {
+		if !now {
+			m.log.Info("node shutdown cancelled while logind was not reached")
+			m.shuttingDown.Store(false)
+			m.notify()
+		} else {
+			m.shutdownNow(ctx)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,15 +210,21 @@ func (m *Manager) watch(ctx context.Context) error {
 				}
 				continue
 			}
-			m.log.Warn("node shutting down: stopping pods by priority")
-			m.event("Shutdown manager detected shutdown event")
-			m.shuttingDown.Store(true)
-			m.notify()
-			m.stopPods(ctx)
-			m.release()
-			m.log.Info("pods stopped; the inhibitor lock is released and the shutdown goes on")
+			m.shutdownNow(ctx)
 		}
 	}
+}
+
+// shutdownNow is the node's shutdown: shutting down, pods stopped by
+// priority, the lock released.
+func (m *Manager) shutdownNow(ctx context.Context) {
+	m.log.Warn("node shutting down: stopping pods by priority")
+	m.event("Shutdown manager detected shutdown event")
+	m.shuttingDown.Store(true)
+	m.notify()
+	m.stopPods(ctx)
+	m.release()
+	m.log.Info("pods stopped; the inhibitor lock is released and the shutdown goes on")
 }
 
 func (m *Manager) acquire(in Inhibitor) error {
@@ -250,6 +271,10 @@ func (m *Manager) stopPods(ctx context.Context) {
 			continue
 		}
 		g := m.cfg.Groups[i]
+		// The group's period runs from now, whatever handing the pods to
+		// the loop takes (as the kubelet's, each pod from its own
+		// goroutine).
+		period := m.cfg.Clock.After(time.Duration(g.GracePeriodSeconds) * time.Second)
 		var wg sync.WaitGroup
 		for _, p := range pods {
 			grace := g.GracePeriodSeconds
@@ -257,12 +282,11 @@ func (m *Manager) stopPods(ctx context.Context) {
 				grace = *t
 			}
 			m.log.Info("stopping pod for the node's shutdown", zap.String("pod", p.Namespace+"/"+p.Name), zap.Int64("grace", grace))
-			done := m.cfg.Terminate(p, grace, Reason, Message)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				select {
-				case <-done:
+				case <-m.cfg.Terminate(p, grace, Reason, Message):
 				case <-ctx.Done():
 				}
 			}()
@@ -273,7 +297,7 @@ func (m *Manager) stopPods(ctx context.Context) {
 		case <-all:
 		case <-ctx.Done():
 			return
-		case <-m.cfg.Clock.After(time.Duration(g.GracePeriodSeconds) * time.Second):
+		case <-period:
 			m.log.Warn("shutdown group's period passed before all its pods stopped", zap.Int32("priority", g.Priority),
 				zap.Int64("period", g.GracePeriodSeconds))
 		}

@@ -54,10 +54,11 @@ func TestGroupByPriority(t *testing.T) {
 
 // fakeLogind is logind: a lock the test can see held, signals it sends.
 type fakeLogind struct {
-	mu      sync.Mutex
-	held    int
-	taken   chan struct{}
-	signals chan bool
+	mu        sync.Mutex
+	preparing bool // PreparingForShutdown
+	held      int
+	taken     chan struct{}
+	signals   chan bool
 }
 
 type lockFile struct{ l *fakeLogind }
@@ -77,9 +78,18 @@ func (l *fakeLogind) Inhibit() (io.Closer, error) {
 	l.taken <- struct{}{}
 	return lockFile{l}, nil
 }
-func (l *fakeLogind) Watch() (<-chan bool, error) { return l.signals, nil }
-func (l *fakeLogind) Close() error                { return nil }
-func (l *fakeLogind) locks() int                  { l.mu.Lock(); defer l.mu.Unlock(); return l.held }
+func (l *fakeLogind) Watch() (<-chan bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.signals, nil
+}
+func (l *fakeLogind) PreparingForShutdown() (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.preparing, nil
+}
+func (l *fakeLogind) Close() error { return nil }
+func (l *fakeLogind) locks() int   { l.mu.Lock(); defer l.mu.Unlock(); return l.held }
 
 type termination struct {
 	pod         string
@@ -161,6 +171,47 @@ func TestShutdownStopsPodsByPriority(t *testing.T) {
 	for i := 0; m.ShuttingDown() != nil; i++ {
 		if i > 5000 {
 			t.Fatal("still shutting down after the cancellation")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A cancellation missed while logind could not be reached is seen on the
+// next connection (PreparingForShutdown false): the node is no longer
+// shutting down, and the lock is taken again.
+func TestMissedCancellation(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	first := make(chan bool)
+	l := &fakeLogind{taken: make(chan struct{}, 4), signals: first}
+	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
+		Connect:    func() (Inhibitor, error) { return l, nil },
+		ActivePods: func() []*v1.Pod { return nil },
+		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { t.Fatal("no pod to stop"); return nil },
+		Clock:      clk, Logger: zap.NewNop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	<-l.taken
+	first <- true
+	for i := 0; m.ShuttingDown() == nil || l.locks() != 0; i++ {
+		if i > 5000 {
+			t.Fatal("not shutting down, or the lock kept")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The connection is lost; the cancellation is never signalled.
+	l.mu.Lock()
+	l.signals = make(chan bool)
+	l.mu.Unlock()
+	close(first)
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(reconnectPeriod)
+	<-l.taken
+	for i := 0; m.ShuttingDown() != nil; i++ {
+		if i > 5000 {
+			t.Fatal("still shutting down after a connection that says it is not")
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -192,6 +192,9 @@ func (m *Manager) Admitted(p *v1.Pod, st *pod.RuntimeStatus) {
 	delete(m.refused, p.UID)
 	m.mu.Unlock()
 	if st != nil && (len(st.Sandboxes) > 0 || len(st.Containers) > 0) {
+		if readded {
+			m.files.add(p) // its last status, without the deletion mark
+		}
 		return
 	}
 	m.publish(p, m.compute(p, st, pod.SyncResult{}))
@@ -419,11 +422,19 @@ func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message stri
 // it Unknown.
 func (m *Manager) Evicted(p *v1.Pod, reason, message string) {
 	m.mu.Lock()
-	s := m.last[p.UID]
+	last, had := m.last[p.UID]
 	m.refused[p.UID] = true
 	delete(m.terminating, p.UID)
 	m.mu.Unlock()
-	s = *s.DeepCopy()
+	var s v1.PodStatus
+	if had {
+		s = *last.DeepCopy()
+	} else {
+		// Not published yet (an adopted pod before its first sync): the
+		// status its spec gives, not an empty one the API would take
+		// fields away for.
+		s = m.compute(p, nil, pod.SyncResult{})
+	}
 	if s.Phase != v1.PodSucceeded {
 		s.Phase = v1.PodFailed
 	}

@@ -43,6 +43,12 @@ const ReasonEvicted = "Evicted"
 func (e *Evictions) Terminate(p *v1.Pod, grace int64, reason, message string) <-chan struct{} {
 	done := make(chan struct{})
 	select {
+	case <-e.done: // the loop is over: nothing will kill it
+		close(done)
+		return done
+	default:
+	}
+	select {
 	case e.ch <- eviction{pod: p, grace: grace, reason: reason, message: message, done: done}:
 	case <-e.done:
 		close(done)

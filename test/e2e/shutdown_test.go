@@ -45,6 +45,9 @@ func (logindProps) Get(iface, prop string) (dbus.Variant, *dbus.Error) {
 	if iface == "org.freedesktop.login1.Manager" && prop == "InhibitDelayMaxUSec" {
 		return dbus.MakeVariant(uint64(30 * time.Second / time.Microsecond)), nil
 	}
+	if iface == "org.freedesktop.login1.Manager" && prop == "PreparingForShutdown" {
+		return dbus.MakeVariant(false), nil
+	}
 	return dbus.Variant{}, dbus.MakeFailedError(fmt.Errorf("no property %s.%s", iface, prop))
 }
 
