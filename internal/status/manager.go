@@ -414,28 +414,35 @@ func (m *Manager) Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message stri
 	m.publish(p, s)
 }
 
-// Evicted publishes a pod ended for the node's sake, as the kubelet
-// reports it: Failed, the reason (Evicted; a node shutdown's Terminated)
-// and message, a DisruptionTarget condition (TerminationByKubelet),
-// containers as last seen; an eviction's Evicted warning event. Like a
+// Evicted publishes a pod ended for the node's sake, once its containers
+// stopped, as the kubelet reports it: Failed, the reason (Evicted; a
+// node shutdown's Terminated) and message, a DisruptionTarget condition
+// (TerminationByKubelet), its containers terminated as st (the view
+// after the stop) shows them, else as last seen; an eviction's Evicted
+// warning event. Like a
 // refused pod it never comes back to the runtime, so outages do not make
 // it Unknown.
-func (m *Manager) Evicted(p *v1.Pod, reason, message string) {
+func (m *Manager) Evicted(p *v1.Pod, reason, message string, st *pod.RuntimeStatus) {
 	m.mu.Lock()
 	last, had := m.last[p.UID]
 	m.refused[p.UID] = true
 	delete(m.terminating, p.UID)
 	m.mu.Unlock()
 	var s v1.PodStatus
-	if had {
+	switch {
+	case st != nil:
+		// The view after its containers stopped: their exit codes.
+		s = terminal(m.compute(p, st, pod.SyncResult{}))
+	case had:
 		s = *last.DeepCopy()
-	} else {
-		// Not published yet (an adopted pod before its first sync): the
-		// status its spec gives, not an empty one the API would take
-		// fields away for.
+	default:
+		// Not published yet and no view: the status its spec gives, not
+		// an empty one the API would take fields away for.
 		s = m.compute(p, nil, pod.SyncResult{})
 	}
-	if s.Phase != v1.PodSucceeded {
+	// Failed, unless it had already succeeded (as the kubelet's kill
+	// status function).
+	if !had || last.Phase != v1.PodSucceeded {
 		s.Phase = v1.PodFailed
 	}
 	s.Reason, s.Message = reason, message

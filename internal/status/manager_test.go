@@ -402,7 +402,7 @@ func TestManagerEvicted(t *testing.T) {
 	m, dir, _ := newManager(t)
 	st := runtimeStatus(sbReady, running("app", false))
 	m.Synced(mgrPodA, st, pod.SyncResult{})
-	m.Evicted(mgrPodA, "Evicted", "The node was low on resource: memory.")
+	m.Evicted(mgrPodA, "Evicted", "The node was low on resource: memory.", nil)
 	m.Synced(mgrPodA, st, pod.SyncResult{})
 	got := listOne(t, m, dir)
 	if got.Status.Phase != v1.PodFailed || got.Status.Reason != "Evicted" || got.Status.Message != "The node was low on resource: memory." {

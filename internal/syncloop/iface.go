@@ -56,10 +56,11 @@ type StatusSink interface {
 	Admitted(p *v1.Pod, st *pod.RuntimeStatus)
 	// Refused reports a pod the admit chain refused.
 	Refused(p *v1.Pod, reason, message string)
-	// Evicted reports a pod ended for the node's sake: Failed, with the
+	// Evicted reports a pod ended for the node's sake, once its
+	// containers stopped (st, the view after the stop): Failed, with the
 	// reason (Evicted, or a node shutdown's Terminated) and message; it
 	// stays published after its kill.
-	Evicted(p *v1.Pod, reason, message string)
+	Evicted(p *v1.Pod, reason, message string, st *pod.RuntimeStatus)
 	// Blocked reports a pod the run chain keeps from running: Pending,
 	// with the reason, its containers waiting as Blocked.
 	Blocked(p *v1.Pod, st *pod.RuntimeStatus, reason, message string)

@@ -93,6 +93,9 @@ type Loop struct {
 	// killWaiters are closed when a pod's kill for the node's sake
 	// completed (Evictions.Terminate).
 	killWaiters map[pod.UID][]chan struct{}
+	// evictNotes are the status reason and message of pods being killed
+	// for the node's sake, published once their containers stopped.
+	evictNotes map[pod.UID]evictNote
 	// evictions carries the eviction manager's decisions into the loop.
 	evictions *Evictions
 	wg        sync.WaitGroup
@@ -141,6 +144,7 @@ func New(cfg Config) (*Loop, error) {
 		workers:     map[pod.UID]*worker{},
 		finished:    map[pod.UID]time.Time{},
 		killWaiters: map[pod.UID][]chan struct{}{},
+		evictNotes:  map[pod.UID]evictNote{},
 		evictions:   cfg.Evictions,
 	}
 	l.pods.SetWorkers(l.workerView)
@@ -725,6 +729,17 @@ func (l *Loop) startWorkerLocked(uid pod.UID, p *v1.Pod, name string) *worker {
 	return w
 }
 
+// evictNote is an evicted pod's status reason and message.
+type evictNote struct{ reason, message string }
+
+// evictionNote is the note of a pod being evicted, if any.
+func (l *Loop) evictionNote(uid pod.UID) (evictNote, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.evictNotes[uid]
+	return n, ok
+}
+
 // workerDone removes w after its pod was killed, unless the pod was
 // re-added meanwhile; it returns whether the worker should exit.
 func (l *Loop) workerDone(w *worker) bool {
@@ -740,6 +755,7 @@ func (l *Loop) workerDone(w *worker) bool {
 		close(done)
 	}
 	delete(l.killWaiters, w.uid)
+	delete(l.evictNotes, w.uid)
 	l.finished[w.uid] = l.clock.Now()
 	l.queue.Forget(w.uid)
 	w.log.Info("pod terminated")
@@ -773,13 +789,16 @@ func (l *Loop) handleEviction(e eviction) {
 	}
 	l.log.Warn("evicting pod", zap.String("pod", pod.FullName(p)), zap.String("uid", string(p.UID)),
 		zap.Int64("grace", e.grace), zap.String("reason", e.reason), zap.String("message", e.message))
-	if l.status != nil {
-		l.status.Evicted(p, e.reason, e.message)
+	// Its status (Failed with the reason) is published once its
+	// containers stopped, as the kubelet holds a terminal phase back
+	// while containers may run: the worker's kill does it.
+	l.mu.Lock()
+	if _, ok := l.evictNotes[p.UID]; !ok {
+		l.evictNotes[p.UID] = evictNote{reason: e.reason, message: e.message}
 	}
 	if e.done != nil {
-		l.mu.Lock()
 		l.killWaiters[p.UID] = append(l.killWaiters[p.UID], e.done)
-		l.mu.Unlock()
 	}
+	l.mu.Unlock()
 	l.terminateBy(p.UID, pod.FullName(p), event{kind: evEvict, pod: p, grace: e.grace})
 }

@@ -162,7 +162,7 @@ func (f *fakeStatus) Refused(p *v1.Pod, reason, _ string) {
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason
 }
-func (f *fakeStatus) Evicted(p *v1.Pod, reason, message string) {
+func (f *fakeStatus) Evicted(p *v1.Pod, reason, message string, _ *pod.RuntimeStatus) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refused[p.UID] = reason + ": " + message
@@ -896,9 +896,10 @@ func TestRunChainKeepsPodPending(t *testing.T) {
 	}
 }
 
-// An eviction kills the pod with the manager's grace, leaves its Failed
-// status published (no Removed), and an update of the pod does not bring
-// it back; ActivePods no longer lists it.
+// An eviction stops, then kills, the pod with the manager's grace, then
+// publishes its Failed status (no Removed) — not while its containers may
+// still run —, and an update of the pod does not bring it back;
+// ActivePods no longer lists it.
 func TestEvictionEndsThePod(t *testing.T) {
 	r := newRig(t, nil)
 	p := testPod("u1", "a")
@@ -908,8 +909,17 @@ func TestEvictionEndsThePod(t *testing.T) {
 		t.Fatalf("active pods %v", got)
 	}
 	r.step(t, func() { r.loop.Evict(p, 0, "The node was low on resource: memory.") })
-	if c := r.next(t); c.op != "kill" || c.uid != "u1" || c.grace != 0 {
-		t.Fatalf("got %+v, want kill u1 with grace 0", c)
+	if c := r.next(t); c.op != "stop" || c.uid != "u1" || c.grace != 0 {
+		t.Fatalf("got %+v, want stop u1 with grace 0", c)
+	}
+	r.status.mu.Lock()
+	early := r.status.refused["u1"]
+	r.status.mu.Unlock()
+	if early != "" {
+		t.Fatalf("status %q published before the containers stopped", early)
+	}
+	if c := r.next(t); c.op != "kill" || c.uid != "u1" {
+		t.Fatalf("got %+v, want kill u1", c)
 	}
 	r.waitWorkersExit(t)
 	r.status.mu.Lock()
@@ -940,8 +950,8 @@ func TestEvictedPodDeletedDuringItsKill(t *testing.T) {
 	r.step(t, add(r, p))
 	r.next(t)
 	r.step(t, func() { r.loop.Evict(p, 30, "low on memory") })
-	if c := r.next(t); c.op != "kill" {
-		t.Fatalf("got %+v, want kill", c)
+	if c := r.next(t); c.op != "stop" {
+		t.Fatalf("got %+v, want the stop of the evicted pod", c)
 	}
 	// The kill waits on the gate: the API deletes the Failed pod now.
 	deleted := p.DeepCopy()

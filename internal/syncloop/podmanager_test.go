@@ -97,10 +97,11 @@ func TestLoopKeepsTheDesiredSetInThePodManager(t *testing.T) {
 				r.rt.killGate = gate
 				r.rt.mu.Unlock()
 				r.step(t, func() { r.loop.Evict(p, 0, "low on memory") })
-				r.next(t) // the kill, at the gate
+				r.next(t) // the stop, at the gate
 				check("while its kill runs", desired{States: map[pod.UID]podmanager.State{"u1": podmanager.Evicted},
 					Terminating: []pod.UID{"u1"}})
 				close(gate)
+				r.next(t) // the kill
 				r.waitWorkersExit(t)
 				check("killed", desired{States: map[pod.UID]podmanager.State{"u1": podmanager.Evicted}})
 				r.step(t, remove(r, p))

@@ -178,7 +178,14 @@ func (w *worker) step(ctx context.Context) bool {
 		// stop, then (on a view taken after the stop, with the exit codes)
 		// publish and remove.
 		deleted := p != nil && p.DeletionTimestamp != nil && l.status != nil
-		if deleted && !cur.stopped {
+		// An evicted pod (or one stopped for the node's shutdown) ends
+		// the same way: stopped, then Failed with its reason on the
+		// stopped view, then removed.
+		note, evicted := evictNote{}, false
+		if p != nil && cur.evicted && l.status != nil {
+			note, evicted = l.evictionNote(w.uid)
+		}
+		if (deleted || evicted) && !cur.stopped {
 			if err := l.rt.StopPod(syncCtx, p, st, cur.grace); err != nil {
 				failed("stop pod", err)
 				return false
@@ -186,7 +193,10 @@ func (w *worker) step(ctx context.Context) bool {
 			w.apply(event{kind: evStopped}) // a no-op when re-added meanwhile
 			return false
 		}
-		if deleted {
+		switch {
+		case evicted:
+			l.status.Evicted(p, note.reason, note.message, st)
+		case deleted:
 			l.status.Terminated(p, st)
 		}
 		if err := l.rt.KillPod(syncCtx, p, st, cur.grace); err != nil {

@@ -133,7 +133,16 @@ spec:
 	eventually(t, 60*time.Second, "the emptyDir overrun evicted", evicted("overflow", `Usage of EmptyDir volume "scratch" exceeds the limit "2Mi".`))
 	eventually(t, 90*time.Second, "the writable layer overrun evicted", evicted("layer", `Container main exceeded its local ephemeral storage limit "4Mi".`))
 	for _, name := range []string{"overflow", "layer"} {
-		eventually(t, 30*time.Second, name+"'s containers stopped (no grace)", func() bool { return a.running(name, "main") == nil && a.running(name, "side") == nil })
+		// Failed is published once the containers stopped, with their
+		// terminated states, never while they run.
+		if a.running(name, "main") != nil || a.running(name, "side") != nil {
+			t.Errorf("%s shown Failed while its containers still run", name)
+		}
+		for _, cs := range a.status(name).Status.ContainerStatuses {
+			if cs.State.Terminated == nil {
+				t.Errorf("%s's container %s is %+v in the evicted status; want terminated", name, cs.Name, cs.State)
+			}
+		}
 		if !a.hasEvent(a.status(name), "Evicted", "exceed") {
 			t.Errorf("%s: no Evicted event", name)
 		}
