@@ -296,9 +296,19 @@ func FuzzServerPaths(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, method, target, body string) {
-		if strings.ContainsAny(method+target, "\r\n") || strings.ContainsAny(method, " \t") || method == "" || method == "CONNECT" {
-			t.Skip("not one request line")
+		// One request line: line breaks taken out of the fuzzed parts, a
+		// method without blanks (GET when none is left; CONNECT has a
+		// request line of its own).
+		method = strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' || r == ' ' || r == '\t' {
+				return -1
+			}
+			return r
+		}, method)
+		if method == "" || method == "CONNECT" {
+			method = "GET"
 		}
+		target = strings.NewReplacer("\r", "", "\n", "").Replace(target)
 		serve := func(h http.Handler) (*httptest.ResponseRecorder, bool) {
 			raw := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: node1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n%s",
 				method, target, len(body), body)

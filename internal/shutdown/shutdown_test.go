@@ -3,6 +3,7 @@ package shutdown
 import (
 	"context"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,7 @@ type fakeLogind struct {
 	mu        sync.Mutex
 	preparing bool // PreparingForShutdown
 	held      int
+	released  chan struct{} // a lock closed
 	taken     chan struct{}
 	signals   chan bool
 }
@@ -65,8 +67,9 @@ type lockFile struct{ l *fakeLogind }
 
 func (f lockFile) Close() error {
 	f.l.mu.Lock()
-	defer f.l.mu.Unlock()
 	f.l.held--
+	f.l.mu.Unlock()
+	f.l.released <- struct{}{}
 	return nil
 }
 
@@ -91,6 +94,24 @@ func (l *fakeLogind) PreparingForShutdown() (bool, error) {
 func (l *fakeLogind) Close() error { return nil }
 func (l *fakeLogind) locks() int   { l.mu.Lock(); defer l.mu.Unlock(); return l.held }
 
+// recv waits for one value on ch.
+func recv(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s", what)
+	}
+}
+
+// untilWaiters yields until the fake clock has n waiters: the code under
+// test has set its timers.
+func untilWaiters(clk *clocktesting.FakeClock, n int) {
+	for clk.Waiters() < n {
+		runtime.Gosched()
+	}
+}
+
 type termination struct {
 	pod         string
 	grace       int64
@@ -105,8 +126,9 @@ type termination struct {
 // within its period is left behind when the period passes.
 func TestShutdownStopsPodsByPriority(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	l := &fakeLogind{taken: make(chan struct{}, 4), signals: make(chan bool)}
+	l := &fakeLogind{taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
 	terms := make(chan termination, 10)
+	changed := make(chan struct{}, 4)
 	pods := []*v1.Pod{podAt("web", nil), podAt("quick", nil), podAt("dns", ptr.To[int32](2000001000))}
 	pods[1].Spec.TerminationGracePeriodSeconds = ptr.To[int64](3)
 	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
@@ -117,7 +139,8 @@ func TestShutdownStopsPodsByPriority(t *testing.T) {
 			terms <- tm
 			return tm.done
 		},
-		Clock: clk, Logger: zap.NewNop()})
+		OnShutdown: func() { changed <- struct{}{} },
+		Clock:      clk, Logger: zap.NewNop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
@@ -153,26 +176,19 @@ func TestShutdownStopsPodsByPriority(t *testing.T) {
 		t.Fatal("lock released before the critical pods stopped")
 	}
 	// dns does not stop: the critical period passes, then the lock goes.
-	// Two timers wait: the regular group's (never fired: its pods
-	// stopped first) and the critical group's, once it is set.
-	for clk.Waiters() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	// The critical group's timer is set before its pods are handed over.
 	clk.Step(10 * time.Second)
-	for i := 0; l.locks() != 0; i++ {
-		if i > 5000 {
-			t.Fatal("lock still held after the last group's period")
-		}
-		time.Sleep(time.Millisecond)
+	recv(t, l.released, "lock released after the last group's period")
+	if l.locks() != 0 {
+		t.Fatalf("%d locks held after the shutdown's end", l.locks())
 	}
 	// A cancelled shutdown takes the lock again.
+	recv(t, changed, "state change at the shutdown")
 	l.signals <- false
 	<-l.taken
-	for i := 0; m.ShuttingDown() != nil; i++ {
-		if i > 5000 {
-			t.Fatal("still shutting down after the cancellation")
-		}
-		time.Sleep(time.Millisecond)
+	recv(t, changed, "state change at the cancellation")
+	if m.ShuttingDown() != nil {
+		t.Fatal("still shutting down after the cancellation")
 	}
 }
 
@@ -182,37 +198,34 @@ func TestShutdownStopsPodsByPriority(t *testing.T) {
 func TestMissedCancellation(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	first := make(chan bool)
-	l := &fakeLogind{taken: make(chan struct{}, 4), signals: first}
+	l := &fakeLogind{taken: make(chan struct{}, 4), signals: first, released: make(chan struct{}, 4)}
+	changed := make(chan struct{}, 4)
 	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
 		Connect:    func() (Inhibitor, error) { return l, nil },
 		ActivePods: func() []*v1.Pod { return nil },
 		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { t.Fatal("no pod to stop"); return nil },
+		OnShutdown: func() { changed <- struct{}{} },
 		Clock:      clk, Logger: zap.NewNop()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
 	<-l.taken
 	first <- true
-	for i := 0; m.ShuttingDown() == nil || l.locks() != 0; i++ {
-		if i > 5000 {
-			t.Fatal("not shutting down, or the lock kept")
-		}
-		time.Sleep(time.Millisecond)
+	recv(t, changed, "state change at the shutdown")
+	recv(t, l.released, "lock released")
+	if m.ShuttingDown() == nil {
+		t.Fatal("not shutting down")
 	}
 	// The connection is lost; the cancellation is never signalled.
 	l.mu.Lock()
 	l.signals = make(chan bool)
 	l.mu.Unlock()
 	close(first)
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	untilWaiters(clk, 1) // the reconnect's wait
 	clk.Step(reconnectPeriod)
 	<-l.taken
-	for i := 0; m.ShuttingDown() != nil; i++ {
-		if i > 5000 {
-			t.Fatal("still shutting down after a connection that says it is not")
-		}
-		time.Sleep(time.Millisecond)
+	recv(t, changed, "state change on the new connection")
+	if m.ShuttingDown() != nil {
+		t.Fatal("still shutting down after a connection that says it is not")
 	}
 }
