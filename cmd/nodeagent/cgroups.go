@@ -47,7 +47,7 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 		// eviction thresholds stay inside kubepods.
 		limits = node.Allocatable(capacity, o.reserved, nil)
 	}
-	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.CgroupRoot, Driver: driver, Node: limits, Logger: log})
+	m, err := cm.New(cm.Config{MountRoot: cgroupMountRoot, Root: o.CgroupRoot, Driver: driver, Node: limits, PodPIDs: *o.PodPidsLimit, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("pod cgroups: %w", err)
 	}

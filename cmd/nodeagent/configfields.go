@@ -14,7 +14,7 @@ var honouredFields = map[string]bool{
 	"syncFrequency": true, "containerRuntimeEndpoint": true, "runtimeRequestTimeout": true, "podCIDR": true,
 	"cpuManagerPolicy": true, "reservedSystemCPUs": true, "cpuManagerReconcilePeriod": true, "cpuManagerPolicyOptions": true,
 	"podLogsDir": true, "clusterDomain": true, "resolvConf": true, "allowedUnsafeSysctls": true, "clusterDNS": true,
-	"cgroupRoot": true, "cgroupDriver": true, "cgroupsPerQOS": true, "enforceNodeAllocatable": true, "seccompDefault": true,
+	"cgroupRoot": true, "cgroupDriver": true, "podPidsLimit": true, "cgroupsPerQOS": true, "enforceNodeAllocatable": true, "seccompDefault": true,
 	"healthzBindAddress": true, "healthzPort": true, "address": true, "port": true, "readOnlyPort": true,
 	"tlsCertFile": true, "tlsPrivateKeyFile": true, "tlsMinVersion": true, "tlsCipherSuites": true, "serverTLSBootstrap": true,
 	"authentication.x509.clientCAFile": true, "authentication.anonymous.enabled": true, "authentication.webhook.enabled": true,

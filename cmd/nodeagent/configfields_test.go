@@ -23,7 +23,7 @@ var fieldSamples = map[string]string{
 	"cpuManagerPolicy": "static", "reservedSystemCPUs": "\"0-1\"", "cpuManagerReconcilePeriod": "5s",
 	"cpuManagerPolicyOptions": "{full-pcpus-only: \"true\"}", "podLogsDir": "/var/log/other-pods", "clusterDomain": "example.org",
 	"resolvConf": "/run/systemd/resolve/resolv.conf", "allowedUnsafeSysctls": "[net.core.somaxconn]", "clusterDNS": "[10.96.0.10]",
-	"cgroupRoot": "/custom", "cgroupDriver": "systemd", "cgroupsPerQOS": "false", "enforceNodeAllocatable": "[none]",
+	"cgroupRoot": "/custom", "cgroupDriver": "systemd", "podPidsLimit": "512", "cgroupsPerQOS": "false", "enforceNodeAllocatable": "[none]",
 	"seccompDefault": "true", "healthzBindAddress": "0.0.0.0", "healthzPort": "10249", "address": "127.0.0.1", "port": "10251",
 	"readOnlyPort": "10255", "tlsCertFile": "/etc/kubelet.crt", "tlsPrivateKeyFile": "/etc/kubelet.key", "tlsMinVersion": "VersionTLS13",
 	"tlsCipherSuites": "[TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]", "serverTLSBootstrap": "true",

@@ -121,7 +121,8 @@ func addResourceFlags(fs *flag.FlagSet, o *options) {
 	fs.Var(cliflag.NewLangleSeparatedMapStringString(&kc.EvictionHard), "eviction-hard", "hard eviction thresholds, subtracted from capacity for allocatable")
 	fs.BoolVar(kc.CgroupsPerQOS, "cgroups-per-qos", *kc.CgroupsPerQOS, "make the kubelet's cgroup hierarchy: kubepods, its burstable and besteffort tiers and a cgroup per pod with the pod's limits, the runtime's cgroup parent for the pod; false: the runtime's default cgroups")
 	fs.StringVar(&kc.CgroupRoot, "cgroup-root", kc.CgroupRoot, "cgroup under which kubepods is made")
-	fs.StringVar(&kc.CgroupDriver, "cgroup-driver", kc.CgroupDriver, "cgroup driver (cgroupfs; systemd is refused); the runtime's, when its CRI RuntimeConfig reports one, wins")
+	fs.StringVar(&kc.CgroupDriver, "cgroup-driver", kc.CgroupDriver, "cgroup driver: cgroupfs, or systemd (kubepods.slice and its slices made through systemd's D-Bus API); the runtime's, when its CRI RuntimeConfig reports one, wins")
+	fs.Int64Var(kc.PodPidsLimit, "pod-max-pids", *kc.PodPidsLimit, "most processes in each pod (its pod cgroup's pids.max); -1 (or 0): no limit")
 	fs.Func("enforce-node-allocatable", "where node allocatable is enforced: pods (kubepods limited to capacity minus --kube-reserved and --system-reserved), or none", list(&kc.EnforceNodeAllocatable))
 }
 

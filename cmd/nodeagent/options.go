@@ -160,6 +160,9 @@ func setDefaults(kc *kubeletv1beta1.KubeletConfiguration) {
 	boolPtr(&kc.CgroupsPerQOS, true)
 	str(&kc.CgroupRoot, "/")
 	str(&kc.CgroupDriver, "cgroupfs")
+	if kc.PodPidsLimit == nil {
+		kc.PodPidsLimit = new(int64(-1))
+	}
 	if kc.EnforceNodeAllocatable == nil {
 		kc.EnforceNodeAllocatable = []string{"pods"}
 	}

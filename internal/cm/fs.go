@@ -24,8 +24,9 @@ type fs struct {
 	// (controller directories, named ones, a hybrid host's unified one;
 	// symlinks such as cpu -> cpu,cpuacct skipped); on v2 the mount root.
 	hier []string
-	// cpuDir and memDir hold cpu.* and memory.* files.
-	cpuDir, memDir string
+	// cpuDir, memDir and pidsDir hold cpu.*, memory.* and pids.* files
+	// (pidsDir "" on a v1 host without the pids controller).
+	cpuDir, memDir, pidsDir string
 	// enable is what v2 parents get in cgroup.subtree_control.
 	enable string
 	// rmdir removes an empty cgroup (unix.Rmdir; tests give cgroupfs
@@ -38,7 +39,7 @@ type fs struct {
 func discover(mountRoot string) (*fs, error) {
 	f := &fs{rmdir: unix.Rmdir}
 	if b, err := os.ReadFile(filepath.Join(mountRoot, "cgroup.controllers")); err == nil {
-		f.v2, f.hier, f.cpuDir, f.memDir = true, []string{mountRoot}, mountRoot, mountRoot
+		f.v2, f.hier, f.cpuDir, f.memDir, f.pidsDir = true, []string{mountRoot}, mountRoot, mountRoot, mountRoot
 		have := strings.Fields(string(b))
 		var on []string
 		for _, c := range v2Controllers {
@@ -71,6 +72,9 @@ func discover(mountRoot string) (*fs, error) {
 		}
 		if slices.Contains(ctrls, "memory") && f.memDir == "" {
 			f.memDir = dir
+		}
+		if slices.Contains(ctrls, "pids") && f.pidsDir == "" {
+			f.pidsDir = dir
 		}
 	}
 	if f.cpuDir == "" || f.memDir == "" {
@@ -134,10 +138,16 @@ func inheritCpuset(parent, dir string) error {
 }
 
 // apply writes r to the cgroup rel: cpu shares (v2: weight), the CFS
-// quota, the memory limit; unlimited ones written as such.
+// quota, the memory limit, the pids limit when set; unlimited ones
+// written as such.
 func (f *fs) apply(rel string, r Resources) error {
 	if err := f.setShares(rel, r.CPUShares); err != nil {
 		return err
+	}
+	if r.PIDs > 0 && f.pidsDir != "" {
+		if err := writeFile(filepath.Join(f.pidsDir, rel), "pids.max", strconv.FormatInt(r.PIDs, 10)); err != nil {
+			return err
+		}
 	}
 	cpu, mem := filepath.Join(f.cpuDir, rel), filepath.Join(f.memDir, rel)
 	if f.v2 {
@@ -179,19 +189,65 @@ func (f *fs) setShares(rel string, shares uint64) error {
 	return writeFile(filepath.Join(f.cpuDir, rel), "cpu.shares", strconv.FormatUint(shares, 10))
 }
 
-// pods lists the pod<uid> cgroups under rel in any hierarchy, by UID.
-func (f *fs) pods(rel string) map[string]bool {
+// children lists the cgroups directly under rel in any hierarchy, by
+// name.
+func (f *fs) children(rel string) map[string]bool {
 	out := map[string]bool{}
 	for _, h := range f.hier {
 		entries, _ := os.ReadDir(filepath.Join(h, rel))
 		for _, e := range entries {
-			if uid, ok := strings.CutPrefix(e.Name(), "pod"); ok && e.IsDir() && uid != "" {
-				out[uid] = true
+			if e.IsDir() {
+				out[e.Name()] = true
 			}
 		}
 	}
 	return out
 }
+
+// populated reports whether the cgroup rel or one beneath it holds a
+// process in any hierarchy (v2: cgroup.events; v1: every cgroup.procs).
+// A cgroup it cannot read counts as populated.
+func (f *fs) populated(rel string) bool {
+	for _, h := range f.hier {
+		dir := filepath.Join(h, rel)
+		if f.v2 {
+			kv, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+			if errors.Is(err, os.ErrNotExist) {
+				if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+					continue
+				}
+			}
+			if err != nil || !strings.Contains(string(kv), "populated 0") {
+				return true
+			}
+			continue
+		}
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, os.ErrNotExist) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			if d.Name() == "cgroup.procs" {
+				b, err := os.ReadFile(p)
+				if err != nil || strings.TrimSpace(string(b)) != "" {
+					return errPopulated
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+var errPopulated = errors.New("populated")
 
 // remove removes the cgroup rel from every hierarchy, the empty cgroups
 // beneath it first (what the runtime left of its containers). A cgroup

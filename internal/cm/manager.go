@@ -6,6 +6,8 @@ import (
 	"path"
 	"sync"
 
+	"github.com/opencontainers/cgroups"
+	cgmanager "github.com/opencontainers/cgroups/manager"
 	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -31,20 +33,27 @@ type Config struct {
 	// MountRoot is where the cgroup file systems are mounted
 	// (/sys/fs/cgroup).
 	MountRoot string
-	// Root is the cgroup kubepods is made under (--cgroup-root, "/").
+	// Root is the cgroup kubepods is made under (--cgroup-root, "/"; the
+	// systemd driver takes only "/").
 	Root string
-	// Driver is the cgroup driver; only cgroupfs is supported.
+	// Driver is the cgroup driver: cgroupfs or systemd.
 	Driver string
 	// Node limits kubepods: its cpu (shares) and memory (limit); node
 	// allocatable when it is enforced, else capacity. Zero memory: none.
-	Node   v1.ResourceList
-	Logger *zap.Logger
+	Node v1.ResourceList
+	// PodPIDs is each pod cgroup's pids.max (--pod-max-pids); <= 0: none.
+	PodPIDs int64
+	Logger  *zap.Logger
+	// newSystemd makes the systemd driver's cgroup managers (tests: a
+	// fake); nil: opencontainers/cgroups' manager.New.
+	newSystemd func(*cgroups.Cgroup) (cgroups.Manager, error)
 }
 
 // Manager keeps the pods' cgroups.
 type Manager struct {
 	cfg Config
 	fs  *fs
+	b   backend
 	log *zap.Logger
 
 	mu sync.Mutex
@@ -60,13 +69,6 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MountRoot == "" || cfg.Logger == nil {
 		return nil, errors.New("cgroup manager: MountRoot and Logger are required")
 	}
-	switch cfg.Driver {
-	case DriverCgroupfs, "":
-	case DriverSystemd:
-		return nil, errors.New("the systemd cgroup driver is not supported: configure the runtime for cgroupfs (containerd: SystemdCgroup = false) and use --cgroup-driver=cgroupfs, or run with --cgroups-per-qos=false")
-	default:
-		return nil, fmt.Errorf("cgroup driver %q: want cgroupfs or systemd", cfg.Driver)
-	}
 	if cfg.Root == "" {
 		cfg.Root = "/"
 	}
@@ -77,38 +79,65 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Manager{cfg: cfg, fs: f, log: cfg.Logger.Named("cm"), burstableMilli: map[pod.UID]int64{}}, nil
+	m := &Manager{cfg: cfg, fs: f, log: cfg.Logger.Named("cm"), burstableMilli: map[pod.UID]int64{}}
+	switch cfg.Driver {
+	case DriverCgroupfs, "":
+		m.b = cgroupfs{f: f, root: cfg.Root}
+	case DriverSystemd:
+		if path.Clean(cfg.Root) != "/" {
+			return nil, fmt.Errorf("cgroup root %q: the systemd cgroup driver makes kubepods.slice under the root slice; use --cgroup-root=/", cfg.Root)
+		}
+		mk := cfg.newSystemd
+		if mk == nil {
+			mk = cgmanager.New
+		}
+		m.b = systemdDriver{f: f, newManager: mk}
+	default:
+		return nil, fmt.Errorf("cgroup driver %q: want cgroupfs or systemd", cfg.Driver)
+	}
+	return m, nil
 }
 
-// rel is a cgroup's path relative to the hierarchies' roots.
-func (m *Manager) rel(elems ...string) string {
-	return path.Join(append([]string{m.cfg.Root, kubepods}, elems...)...)[1:]
+// name is a cgroup of the hierarchy beneath kubepods: kubepods itself
+// with no elements.
+func name(elems ...string) []string {
+	out := []string{kubepods}
+	for _, e := range elems {
+		if e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Start makes kubepods (with the node's limits) and the burstable and
 // besteffort tiers (shares 2 until pods come). Idempotent.
 func (m *Manager) Start() error {
-	if err := m.fs.ensure(m.rel(burstable)); err != nil {
-		return err
-	}
-	if err := m.fs.ensure(m.rel(besteffort)); err != nil {
-		return err
-	}
 	node := NodeResources(m.cfg.Node)
-	if err := m.fs.apply(m.rel(), node); err != nil {
-		return fmt.Errorf("limit %s: %w", m.rel(), err)
+	if err := m.b.set(name(), node); err != nil {
+		return fmt.Errorf("limit kubepods: %w", err)
 	}
-	if err := m.fs.setShares(m.rel(besteffort), minShares); err != nil {
-		return err
+	if err := m.b.set(name(besteffort), Resources{CPUShares: minShares}); err != nil {
+		return fmt.Errorf("besteffort tier: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.setBurstableLocked(); err != nil {
-		return err
+	shares := m.burstableShares()
+	if err := m.b.set(name(burstable), Resources{CPUShares: shares}); err != nil {
+		return fmt.Errorf("burstable tier: %w", err)
 	}
-	m.log.Info("pod cgroups ready", zap.String("kubepods", "/"+m.rel()), zap.Bool("cgroupV2", m.fs.v2),
+	m.burstableSet = shares
+	parent, _ := m.b.parent(name())
+	m.log.Info("pod cgroups ready", zap.String("kubepods", parent), zap.String("driver", m.driver()), zap.Bool("cgroupV2", m.fs.v2),
 		zap.Uint64("cpuShares", node.CPUShares), zap.Int64("memoryLimit", node.Memory))
 	return nil
+}
+
+func (m *Manager) driver() string {
+	if _, ok := m.b.(systemdDriver); ok {
+		return DriverSystemd
+	}
+	return DriverCgroupfs
 }
 
 // qosDir is the tier a pod's cgroup goes in ("" for Guaranteed).
@@ -122,18 +151,22 @@ func qosDir(q v1.PodQOSClass) string {
 	return ""
 }
 
-// CgroupParent is p's pod cgroup as the runtime takes it with the
-// cgroupfs driver: /<root>/kubepods[/<tier>]/pod<uid>.
-func (m *Manager) CgroupParent(p *v1.Pod) string {
-	return "/" + m.rel(qosDir(pod.QOSClass(p)), "pod"+string(p.UID))
+// podName is p's pod cgroup.
+func podName(p *v1.Pod) []string {
+	return name(qosDir(pod.QOSClass(p)), "pod"+string(p.UID))
 }
 
-// EnsurePod makes p's pod cgroup with its limits (PodResources), again
-// if it exists, updates the burstable tier's shares and returns the
-// cgroup parent. Safe for concurrent use.
+// EnsurePod makes p's pod cgroup with its limits (PodResources and the
+// pids limit), again if it exists, updates the burstable tier's shares
+// and returns the cgroup parent for the runtime (cgroupfs:
+// /<root>/kubepods[/<tier>]/pod<uid>; systemd: the slice's path). Safe
+// for concurrent use.
 func (m *Manager) EnsurePod(p *v1.Pod) (string, error) {
-	parent := m.CgroupParent(p)
-	rel := parent[1:]
+	c := podName(p)
+	parent, err := m.b.parent(c)
+	if err != nil {
+		return "", err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if pod.QOSClass(p) == v1.PodQOSBurstable {
@@ -145,27 +178,32 @@ func (m *Manager) EnsurePod(p *v1.Pod) (string, error) {
 			return "", err
 		}
 	}
-	if err := m.fs.ensure(rel); err != nil {
-		return "", err
-	}
-	if err := m.fs.apply(rel, PodResources(p)); err != nil {
+	r := PodResources(p)
+	r.PIDs = m.cfg.PodPIDs
+	if err := m.b.set(c, r); err != nil {
 		return "", fmt.Errorf("limit pod cgroup %s: %w", parent, err)
 	}
 	return parent, nil
 }
 
-// setBurstableLocked writes the burstable tier's shares when their sum
-// changed.
-func (m *Manager) setBurstableLocked() error {
+// burstableShares are the burstable tier's shares: its pods' cpu
+// requests.
+func (m *Manager) burstableShares() uint64 {
 	var milli int64
 	for _, v := range m.burstableMilli {
 		milli += v
 	}
-	shares := milliCPUToShares(milli)
+	return milliCPUToShares(milli)
+}
+
+// setBurstableLocked writes the burstable tier's shares when their sum
+// changed.
+func (m *Manager) setBurstableLocked() error {
+	shares := m.burstableShares()
 	if shares == m.burstableSet {
 		return nil
 	}
-	if err := m.fs.setShares(m.rel(burstable), shares); err != nil {
+	if err := m.b.setShares(name(burstable), shares); err != nil {
 		return fmt.Errorf("set burstable tier's cpu shares: %w", err)
 	}
 	m.burstableSet = shares
@@ -179,16 +217,17 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, tier := range []string{"", burstable, besteffort} {
-		for uid := range m.fs.pods(m.rel(tier)) {
+		for uid := range m.b.pods(name(tier)) {
 			if active[pod.UID(uid)] {
 				continue
 			}
-			rel := m.rel(tier, "pod"+uid)
-			if err := m.fs.remove(rel); err != nil {
+			c := name(tier, "pod"+uid)
+			if err := m.b.remove(c); err != nil {
 				m.log.Debug("pod cgroup not removed yet; retried at the next housekeeping", zap.String("uid", uid), zap.Error(err))
 				continue
 			}
-			m.log.Info("removed pod cgroup", zap.String("uid", uid), zap.String("cgroup", "/"+rel))
+			parent, _ := m.b.parent(c)
+			m.log.Info("removed pod cgroup", zap.String("uid", uid), zap.String("cgroup", parent))
 		}
 	}
 	for uid := range m.burstableMilli {

@@ -260,7 +260,7 @@ func TestNew(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"systemd refused", Config{MountRoot: hybridV1(t), Driver: DriverSystemd, Logger: log}, "systemd cgroup driver is not supported"},
+		{"systemd under another root", Config{MountRoot: hybridV1(t), Driver: DriverSystemd, Root: "/agent", Logger: log}, "use --cgroup-root=/"},
 		{"unknown driver", Config{MountRoot: hybridV1(t), Driver: "lxcfs", Logger: log}, "want cgroupfs or systemd"},
 		{"relative root", Config{MountRoot: hybridV1(t), Root: "agent", Logger: log}, "absolute"},
 		{"no cgroups", Config{MountRoot: t.TempDir(), Logger: log}, "no cgroup v2 and no cgroup v1"},

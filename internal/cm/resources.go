@@ -17,7 +17,8 @@ const (
 )
 
 // Resources are the limits of one cgroup. Zero CPUQuota and Memory mean
-// unlimited; CPUShares is always set.
+// unlimited; CPUShares is always set; zero PIDs leaves pids.max as it is
+// (the kubelet sets it only with --pod-max-pids).
 type Resources struct {
 	CPUShares uint64
 	// CPUQuota is the CFS quota in µs per CPUPeriod.
@@ -25,6 +26,8 @@ type Resources struct {
 	CPUPeriod uint64
 	// Memory is the memory limit in bytes.
 	Memory int64
+	// PIDs is the most processes the cgroup may hold.
+	PIDs int64
 }
 
 // PodResources are the limits of p's pod cgroup (the kubelet's

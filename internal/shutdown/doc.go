@@ -16,8 +16,9 @@
 // behind Inhibitor (logind.go over godbus, as the kubelet's own systemd
 // helper), the pods are the pod manager's and stopped through the loop.
 //
-// Simpler than the kubelet: when logind's InhibitDelayMaxSec is shorter
-// than the periods asked for, nodeagent warns and goes on (the kubelet
-// writes a logind.conf.d override and reloads logind); the shutdown
-// state is not written to a file.
+// When logind's InhibitDelayMaxSec is shorter than the periods asked
+// for, it is raised as the kubelet raises it: a logind.conf.d drop-in
+// (the kubelet's 99-kubelet.conf) and a reload of logind; if it is still
+// shorter, nodeagent warns and goes on. Simpler than the kubelet: the
+// shutdown state is not written to a file.
 package shutdown

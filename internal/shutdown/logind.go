@@ -5,10 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodeagent/nodeagent/internal/atomicfile"
 )
+
+// LogindConfDropIn is where RaiseInhibitDelay writes logind's
+// InhibitDelayMaxSec: the kubelet's file, so a node handed back to the
+// kubelet keeps one override.
+var LogindConfDropIn = "/etc/systemd/logind.conf.d/99-kubelet.conf"
 
 // logind's D-Bus names.
 const (
@@ -86,6 +95,25 @@ func (l *Logind) Watch() (<-chan bool, error) {
 		}
 	}()
 	return out, nil
+}
+
+// RaiseInhibitDelay implements Inhibitor as the kubelet does: a
+// logind.conf.d drop-in setting InhibitDelayMaxSec to d, then logind
+// told to reload its configuration (SIGHUP through systemd's KillUnit).
+func (l *Logind) RaiseInhibitDelay(d time.Duration) error {
+	if err := os.MkdirAll(filepath.Dir(LogindConfDropIn), 0o755); err != nil {
+		return err
+	}
+	body := fmt.Sprintf("# graceful node shutdown (nodeagent, as the kubelet)\n[Login]\nInhibitDelayMaxSec=%d\n", int64(d.Round(time.Second)/time.Second))
+	if err := atomicfile.Write(LogindConfDropIn, []byte(body), 0o644, true); err != nil {
+		return fmt.Errorf("write %s: %w", LogindConfDropIn, err)
+	}
+	call := l.conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").
+		Call("org.freedesktop.systemd1.Manager.KillUnit", 0, "systemd-logind.service", "all", int32(unix.SIGHUP))
+	if call.Err != nil {
+		return fmt.Errorf("reload logind's configuration: %w", call.Err)
+	}
+	return nil
 }
 
 // PreparingForShutdown implements Inhibitor.

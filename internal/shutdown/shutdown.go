@@ -69,6 +69,9 @@ type Inhibitor interface {
 	// InhibitDelay is logind's InhibitDelayMaxUSec: the longest a delay
 	// lock holds a shutdown back.
 	InhibitDelay() (time.Duration, error)
+	// RaiseInhibitDelay makes logind's InhibitDelayMaxUSec d (a
+	// configuration override and a reload).
+	RaiseInhibitDelay(d time.Duration) error
 	// Inhibit takes a delay lock on shutdown; closing it releases it.
 	Inhibit() (io.Closer, error)
 	// Watch delivers PrepareForShutdown: true when the shutdown starts,
@@ -160,6 +163,45 @@ func (m *Manager) requested() time.Duration {
 	return time.Duration(sum) * time.Second
 }
 
+// ensureInhibitDelay raises logind's InhibitDelayMaxSec to the periods
+// asked for when it is shorter, as the kubelet does, and waits (up to
+// two seconds) for logind to have reloaded; still shorter, it warns: pods
+// get only that long.
+func (m *Manager) ensureInhibitDelay(ctx context.Context, in Inhibitor) error {
+	delay, err := in.InhibitDelay()
+	if err != nil {
+		return err
+	}
+	req := m.requested()
+	if delay >= req {
+		return nil
+	}
+	if err := in.RaiseInhibitDelay(req); err != nil {
+		m.log.Warn("could not raise logind's InhibitDelayMaxSec", zap.Error(err))
+	} else {
+		for i := 0; ; i++ {
+			if delay, err = in.InhibitDelay(); err != nil {
+				return err
+			}
+			if delay >= req || i == 20 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-m.cfg.Clock.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if delay < req {
+		m.log.Warn("logind's InhibitDelayMaxSec is shorter than the shutdown grace periods: pods get only that long (raise InhibitDelayMaxSec in logind.conf)",
+			zap.Duration("inhibitDelayMax", delay), zap.Duration("requested", req))
+		return nil
+	}
+	m.log.Info("raised logind's InhibitDelayMaxSec to the shutdown grace periods", zap.Duration("inhibitDelayMax", delay), zap.String("dropIn", LogindConfDropIn))
+	return nil
+}
+
 // watch is one connection's life: lock, then shutdown events.
 func (m *Manager) watch(ctx context.Context) error {
 	in, err := m.cfg.Connect()
@@ -168,11 +210,8 @@ func (m *Manager) watch(ctx context.Context) error {
 	}
 	defer in.Close()
 	defer m.release()
-	if delay, err := in.InhibitDelay(); err != nil {
+	if err := m.ensureInhibitDelay(ctx, in); err != nil {
 		return err
-	} else if req := m.requested(); delay < req {
-		m.log.Warn("logind's InhibitDelayMaxSec is shorter than the shutdown grace periods: pods get only that long (raise InhibitDelayMaxSec in logind.conf)",
-			zap.Duration("inhibitDelayMax", delay), zap.Duration("requested", req))
 	}
 	if err := m.acquire(in); err != nil {
 		return err

@@ -57,6 +57,8 @@ func TestGroupByPriority(t *testing.T) {
 type fakeLogind struct {
 	mu        sync.Mutex
 	preparing bool // PreparingForShutdown
+	delay     time.Duration   // InhibitDelayMaxUSec; 0: 30 s
+	raised    []time.Duration // RaiseInhibitDelay's calls
 	held      int
 	released  chan struct{} // a lock closed
 	taken     chan struct{}
@@ -73,7 +75,24 @@ func (f lockFile) Close() error {
 	return nil
 }
 
-func (l *fakeLogind) InhibitDelay() (time.Duration, error) { return 30 * time.Second, nil }
+func (l *fakeLogind) InhibitDelay() (time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.delay == 0 {
+		return 30 * time.Second, nil
+	}
+	return l.delay, nil
+}
+
+// RaiseInhibitDelay takes effect at once, as logind's reload does by
+// the time the agent reads the property again.
+func (l *fakeLogind) RaiseInhibitDelay(d time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.raised = append(l.raised, d)
+	l.delay = d
+	return nil
+}
 func (l *fakeLogind) Inhibit() (io.Closer, error) {
 	l.mu.Lock()
 	l.held++
@@ -227,5 +246,26 @@ func TestMissedCancellation(t *testing.T) {
 	recv(t, changed, "state change on the new connection")
 	if m.ShuttingDown() != nil {
 		t.Fatal("still shutting down after a connection that says it is not")
+	}
+}
+
+// logind's InhibitDelayMaxSec shorter than the periods is raised to
+// their sum before the lock is taken, as the kubelet does.
+func TestRaisesInhibitDelay(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	l := &fakeLogind{delay: 5 * time.Second, taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
+	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
+		Connect:    func() (Inhibitor, error) { return l, nil },
+		ActivePods: func() []*v1.Pod { return nil },
+		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { return nil },
+		Clock:      clk, Logger: zap.NewNop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	<-l.taken
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.raised) != 1 || l.raised[0] != 30*time.Second {
+		t.Fatalf("InhibitDelayMaxSec raised to %v, want once to 30s", l.raised)
 	}
 }
