@@ -476,7 +476,7 @@ func TestSummaryVolumeStats(t *testing.T) {
 		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/"}}},
 	}}}
 	vols := &Volumes{
-		Pods: func() []*v1.Pod { return []*v1.Pod{desired} },
+		Pod: func(uid string) (*v1.Pod, bool) { return desired, uid == string(desired.UID) },
 		Dir: func(_ *v1.Pod, v *v1.Volume) (string, bool) {
 			return dirs[v.Name], v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory
 		},

@@ -11,11 +11,11 @@ import (
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
-// Volumes is what the summary reads of the pods' volumes: the desired
-// pods (the pod manager's view) and where each volume the agent keeps
+// Volumes is what the summary reads of the pods' volumes: a desired pod
+// by UID (the pod manager's view) and where each volume the agent keeps
 // beneath a pod directory lives (podvolumes.Manager.LocalDir).
 type Volumes struct {
-	Pods func() []*v1.Pod
+	Pod func(uid string) (*v1.Pod, bool)
 	Dir  func(p *v1.Pod, v *v1.Volume) (dir string, memory bool)
 	// Period is how long a pod's measure is reused (the kubelet's
 	// volumeStatsAggPeriod, 1m): a volume is walked at most that often.
@@ -56,14 +56,8 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 	if ok && now.Sub(cached.at) < vs.Period {
 		return cached, true
 	}
-	var pd *v1.Pod
-	for _, q := range vs.Pods() {
-		if string(q.UID) == uid {
-			pd = q
-			break
-		}
-	}
-	if pd == nil {
+	pd, ok := vs.Pod(uid)
+	if !ok {
 		return podVolumes{}, false
 	}
 	limit := vs.MaxEntries
