@@ -45,6 +45,8 @@ func TestFlagsReachConfigz(t *testing.T) {
 			want: map[string]any{"A": []any{"[redacted]"}, "B": []any{"[redacted]"}}},
 		{name: "manifest URL, password and query values redacted", args: []string{"--manifest-url", "https://u:secret@example.invalid/p?sig=abc&x=1"}, path: "staticPodURL",
 			want: "https://u:xxxxx@example.invalid/p?sig=xxxxx&x=xxxxx"},
+		{name: "manifest URL, user-name token, bare query key and fragment redacted", args: []string{"--manifest-url", "https://tok3n@example.invalid/p?s3cret&a=1#fr4g"}, path: "staticPodURL",
+			want: "https://xxxxx@example.invalid/p?a=xxxxx&xxxxx#xxxxx"},
 		{name: "taints", args: []string{"--register-with-taints", "a=b:NoSchedule"}, path: "registerWithTaints",
 			want: []any{map[string]any{"key": "a", "value": "b", "effect": "NoSchedule"}}},
 		{name: "verbosity", args: []string{"-v", "4"}, path: "logging.verbosity", want: 4.0},

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -146,12 +147,31 @@ func redactURL(s string) string {
 	if err != nil {
 		return redacted
 	}
+	if u.User != nil {
+		// A user name alone may be the token (https://token@host/).
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx")
+		}
+	}
 	if u.RawQuery != "" {
 		q := u.Query()
-		for k := range q {
-			q[k] = slices.Repeat([]string{"xxxxx"}, len(q[k]))
+		var bare int
+		for k, vs := range q {
+			if slices.ContainsFunc(vs, func(v string) bool { return v != "" }) {
+				q[k] = slices.Repeat([]string{"xxxxx"}, len(vs))
+				continue
+			}
+			// A bare key (?<token>) is the secret itself.
+			delete(q, k)
+			bare++
 		}
 		u.RawQuery = q.Encode()
+		if bare > 0 {
+			u.RawQuery = strings.TrimPrefix(u.RawQuery+"&"+strings.TrimSuffix(strings.Repeat("xxxxx&", bare), "&"), "&")
+		}
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "xxxxx", ""
 	}
 	return u.Redacted()
 }
