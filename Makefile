@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 
-.PHONY: build install uninstall test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean
+.PHONY: build install uninstall test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean test-host
 
 build:
 	$(GO) build -o bin/nodeagent ./cmd/nodeagent
@@ -30,6 +30,12 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/nodeagent $(DESTDIR)/etc/systemd/system/nodeagent.service
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/nodeagent
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+
+# The host suite in a booted Debian guest (systemd PID 1, cgroup v2):
+# hack/test-host/README.md. Run it before any change to cm, cpumanager,
+# eviction, stats, shutdown or the unit.
+test-host:
+	bash hack/test-host/suite.sh
 
 deps:
 	bash hack/install-deps.sh
