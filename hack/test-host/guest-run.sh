@@ -68,6 +68,7 @@ containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 cgroupDriver: $driver
 cpuManagerPolicy: static
 podPidsLimit: 512
+readOnlyPort: 10255
 kubeReserved: {cpu: 500m}
 systemReserved: {memory: 100Mi}
 evictionHard: {memory.available: $((avail - 800))Mi}
@@ -89,7 +90,7 @@ for driver in systemd cgroupfs; do
 		continue
 	fi
 	HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.timeout 30m \
-		-test.run '^(TestService|TestPodCgroups|TestOOMKilled|TestMemoryPressureEvictsBestEffortFirst|TestAgentRestartKeepsContainers)$' \
+		-test.run '^(TestService|TestPodCgroups|TestStats|TestOOMKilled|TestMemoryPressureEvictsBestEffortFirst|TestAgentRestartKeepsContainers)$' \
 		>"$OUT/test-$driver.log" 2>&1 || rc=1
 	HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.run '^TestRemoveAllPods$' >>"$OUT/test-$driver.log" 2>&1 || rc=1
 	journalctl -u nodeagent --no-pager >"$OUT/nodeagent-$driver.log" 2>&1

@@ -5,7 +5,10 @@ package host
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +19,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
 	"github.com/nodeagent/nodeagent/internal/status"
@@ -415,7 +419,8 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 	fill := func(name string, mib int, resources string) {
 		write(t, name, pod(name, resources,
 			fmt.Sprintf(`[sh, -c, "dd if=/dev/zero of=/mem/fill bs=1M count=%d && echo filled && trap 'exit 0' TERM; while true; do sleep 1; done"]`, mib),
-			"  volumes: [{name: mem, emptyDir: {medium: Memory}}]"))
+			"  volumes: [{name: mem, emptyDir: {medium: Memory}}]")+
+			"    volumeMounts: [{name: mem, mountPath: /mem}]\n")
 	}
 	// The Burstable pod fills 450 MiB against a 300 MiB request (150
 	// over); then the BestEffort one fills 500 MiB (all of it over):
@@ -423,8 +428,10 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 	fill("within", 450, "{requests: {memory: 300Mi}}")
 	running(t, "within")
 	eventually(t, 240*time.Second, "within filled its memory", func() bool {
-		if logged(t, "within", "filled") {
+		if logs := podLogs("within"); strings.Contains(logs, "filled") {
 			return true
+		} else if strings.Contains(logs, "dd: ") {
+			t.Fatalf("within's dd failed: %s", logs)
 		}
 		if p := status_("within"); p != nil && p.Status.Phase != v1.PodRunning {
 			t.Fatalf("within is %s (%s: %s), logs: %s", p.Status.Phase, p.Status.Reason, p.Status.Message, podLogs("within"))
@@ -446,11 +453,6 @@ func TestMemoryPressureEvictsBestEffortFirst(t *testing.T) {
 	if w := status_("within"); w == nil || w.Status.Phase != v1.PodRunning {
 		t.Errorf("within is %v after the eviction, want Running", w)
 	}
-}
-
-// logged reports whether the pod's main container wrote want to its log.
-func logged(t *testing.T, name, want string) bool {
-	return strings.Contains(podLogs(name), want)
 }
 
 // podLogs is what the pod's main container wrote, every log file.
@@ -564,5 +566,52 @@ func TestRemoveAllPods(t *testing.T) {
 	eventually(t, 120*time.Second, "no sandboxes", func() bool {
 		r, err := conn.ListPodSandbox(ctx(t), &runtimeapi.ListPodSandboxRequest{})
 		return err == nil && len(r.Items) == 0
+	})
+}
+
+// /stats/summary and /metrics/resource (on the read-only port) read the
+// node and the pods from cgroup v2: the node's CPU and memory, a pod's
+// working set and CPU time, its container's series.
+func TestStats(t *testing.T) {
+	write(t, "stats", pod("stats", "{requests: {memory: 32Mi}, limits: {memory: 64Mi}}",
+		`[sh, -c, "dd if=/dev/zero of=/dev/null bs=8M count=200; trap 'exit 0' TERM; while true; do sleep 1; done"]`, ""))
+	running(t, "stats")
+	get := func(path string) []byte {
+		resp, err := http.Get("http://127.0.0.1:10255" + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, b)
+		}
+		return b
+	}
+	var sum statsapi.Summary
+	eventually(t, 60*time.Second, "the stats pod in /stats/summary with its memory and CPU", func() bool {
+		if err := json.Unmarshal(get("/stats/summary"), &sum); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range sum.Pods {
+			if p.PodRef.Name == "stats-"+node && p.Memory != nil && p.Memory.WorkingSetBytes != nil && *p.Memory.WorkingSetBytes > 0 &&
+				p.CPU != nil && p.CPU.UsageCoreNanoSeconds != nil && *p.CPU.UsageCoreNanoSeconds > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	n := sum.Node
+	if n.CPU == nil || n.CPU.UsageCoreNanoSeconds == nil || *n.CPU.UsageCoreNanoSeconds == 0 ||
+		n.Memory == nil || n.Memory.WorkingSetBytes == nil || *n.Memory.WorkingSetBytes == 0 || n.Memory.AvailableBytes == nil || *n.Memory.AvailableBytes == 0 {
+		t.Errorf("node stats %+v %+v", n.CPU, n.Memory)
+	}
+	eventually(t, 60*time.Second, "the stats pod's container in /metrics/resource", func() bool {
+		for _, l := range strings.Split(string(get("/metrics/resource")), "\n") {
+			if strings.HasPrefix(l, "container_memory_working_set_bytes{") && strings.Contains(l, `pod="stats-`+node+`"`) {
+				return true
+			}
+		}
+		return false
 	})
 }
