@@ -21,6 +21,8 @@ set -uo pipefail
 
 OUT=/host/out
 REG=127.0.0.1:5055
+# The hierarchy the host asked the guest to boot with (suite.sh).
+CGROUP=$(cat /host/cgroup 2>/dev/null || echo v2)
 mkdir -p "$OUT"
 log() { echo "guest-run: $(date +%T) $*"; }
 rc=0
@@ -36,6 +38,7 @@ wait_for() { # wait_for SECONDS WHAT CMD...
 	return 1
 }
 
+log "cgroup $CGROUP ($(stat -fc %T /sys/fs/cgroup))"
 log "pushing the test images to $REG"
 wait_for 120 "the registry" curl -fsS "http://$REG/v2/" || exit 1
 printf '{"default":[{"type":"insecureAcceptAnything"}]}\n' >/tmp/policy.json
@@ -89,17 +92,17 @@ for driver in systemd cgroupfs; do
 		rc=1
 		continue
 	fi
-	HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.timeout 30m \
+	HOSTTEST_CGROUP=$CGROUP HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.timeout 30m \
 		-test.run '^(TestService|TestPodCgroups|TestStats|TestOOMKilled|TestMemoryPressureEvictsBestEffortFirst|TestAgentRestartKeepsContainers)$' \
 		>"$OUT/test-$driver.log" 2>&1 || rc=1
-	HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.run '^TestRemoveAllPods$' >>"$OUT/test-$driver.log" 2>&1 || rc=1
+	HOSTTEST_CGROUP=$CGROUP HOSTTEST_DRIVER=$driver /host/hosttest -test.v -test.run '^TestRemoveAllPods$' >>"$OUT/test-$driver.log" 2>&1 || rc=1
 	journalctl -u nodeagent --no-pager >"$OUT/nodeagent-$driver.log" 2>&1
 	log "phase $driver: $(grep -cE '^--- PASS' "$OUT/test-$driver.log") passed, $(grep -cE '^--- FAIL' "$OUT/test-$driver.log") failed"
 done
 
 log "phase poweroff"
 if use_driver systemd; then
-	HOSTTEST_DRIVER=systemd /host/hosttest -test.v -test.run '^TestShutdownPodsRunning$' >"$OUT/test-poweroff.log" 2>&1 || rc=1
+	HOSTTEST_CGROUP=$CGROUP HOSTTEST_DRIVER=systemd /host/hosttest -test.v -test.run '^TestShutdownPodsRunning$' >"$OUT/test-poweroff.log" 2>&1 || rc=1
 else
 	rc=1
 fi

@@ -5,6 +5,8 @@
 # its unit. See README.md.
 #
 #   hack/test-host/suite.sh            (as root; TEST_HOST_TIMEOUT seconds, default 2400)
+#   TEST_HOST_CGROUP=v1 hack/test-host/suite.sh   the same on cgroup v1
+#                                      (systemd.unified_cgroup_hierarchy=0)
 #
 # Builds nodeagent, the suite (go test -c -tags testhost ./test/host) and
 # the test images, shares them into the guest with guest-run.sh, boots it
@@ -30,6 +32,12 @@ log "building nodeagent and the host suite"
 (cd "$ROOT" && go test -c -tags testhost -o "$SHARE/hosttest" ./test/host)
 cp -r "$ROOT/Makefile" "$ROOT/README.md" "$ROOT/deploy" "$SHARE/src/"
 cp "$HERE/guest-run.sh" "$SHARE/guest-run.sh"
+case "${TEST_HOST_CGROUP:=v2}" in
+v2) ;;
+v1) export TEST_HOST_APPEND="${TEST_HOST_APPEND:+$TEST_HOST_APPEND }systemd.unified_cgroup_hierarchy=0" ;;
+*) die "TEST_HOST_CGROUP must be v1 or v2" ;;
+esac
+echo "$TEST_HOST_CGROUP" >"$SHARE/cgroup"
 log "building the test images"
 bash "$ROOT/hack/images/build.sh" "$SHARE/images" >&2
 

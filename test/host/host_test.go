@@ -41,8 +41,11 @@ const (
 var (
 	// driver is the cgroup driver of this run: systemd or cgroupfs.
 	driver = os.Getenv("HOSTTEST_DRIVER")
-	node   string
-	conn   *cri.Conn
+	// cgroupV2 is the hierarchy the guest booted with (HOSTTEST_CGROUP
+	// v1: systemd.unified_cgroup_hierarchy=0).
+	cgroupV2 = os.Getenv("HOSTTEST_CGROUP") != "v1"
+	node     string
+	conn     *cri.Conn
 )
 
 func TestMain(m *testing.M) {
@@ -202,7 +205,8 @@ func running(t *testing.T, name string) (*v1.Pod, *runtimeapi.Container) {
 	return p, c
 }
 
-// podCgroup is the pod's cgroup directory as the driver names it.
+// podCgroup is the pod's cgroup as the driver names it, relative to the
+// hierarchies' roots.
 func podCgroup(p *v1.Pod) string {
 	tier := ""
 	switch p.Status.QOSClass {
@@ -213,9 +217,9 @@ func podCgroup(p *v1.Pod) string {
 	}
 	uid := string(p.UID)
 	if driver == "cgroupfs" {
-		return filepath.Join(cgroupRoot, "kubepods", tier, "pod"+uid)
+		return filepath.Join("kubepods", tier, "pod"+uid)
 	}
-	return filepath.Join(cgroupRoot, "kubepods.slice", sliceDir(tier), slice(tier, uid))
+	return filepath.Join("kubepods.slice", sliceDir(tier), slice(tier, uid))
 }
 
 func sliceDir(tier string) string {
@@ -236,9 +240,9 @@ func slice(tier, uid string) string {
 
 func kubepods() string {
 	if driver == "cgroupfs" {
-		return filepath.Join(cgroupRoot, "kubepods")
+		return "kubepods"
 	}
-	return filepath.Join(cgroupRoot, "kubepods.slice")
+	return "kubepods.slice"
 }
 
 // containerCgroup is the container's cgroup beneath its pod's: the
@@ -246,7 +250,7 @@ func kubepods() string {
 func containerCgroup(t *testing.T, p *v1.Pod, id string) string {
 	t.Helper()
 	dir := podCgroup(p)
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(cgPath(dir, "memory"))
 	if err != nil {
 		t.Fatalf("pod cgroup: %v", err)
 	}
@@ -257,6 +261,59 @@ func containerCgroup(t *testing.T, p *v1.Pod, id string) string {
 	}
 	t.Fatalf("no cgroup for container %s under %s", id, dir)
 	return ""
+}
+
+// v1Files are where a cgroup v2 file's value lives on cgroup v1: the
+// controller's hierarchy and its file.
+var v1Files = map[string][2]string{
+	"cpu.max":               {"cpu,cpuacct", "cpu.cfs_quota_us"},
+	"cpu.weight":            {"cpu,cpuacct", "cpu.shares"},
+	"memory.max":            {"memory", "memory.limit_in_bytes"},
+	"pids.max":              {"pids", "pids.max"},
+	"cpuset.cpus.effective": {"cpuset", "cpuset.effective_cpus"},
+	"cgroup.procs":          {"memory", "cgroup.procs"},
+}
+
+// cgPath is the cgroup rel in the controller's hierarchy (v2: the one).
+func cgPath(rel, controller string) string {
+	if cgroupV2 {
+		return filepath.Join(cgroupRoot, rel)
+	}
+	return filepath.Join(cgroupRoot, controller, rel)
+}
+
+// cgFile reads the cgroup v2 interface file name of the cgroup rel; on
+// cgroup v1 its counterpart, written as v2 writes it (a quota as cpu.max,
+// shares as a weight, no limit as max), so one expectation serves both.
+func cgFile(t *testing.T, rel, name string) string {
+	t.Helper()
+	if cgroupV2 {
+		return readFile(t, filepath.Join(cgroupRoot, rel, name))
+	}
+	f, ok := v1Files[name]
+	if !ok {
+		t.Fatalf("no cgroup v1 counterpart of %s", name)
+	}
+	v := readFile(t, filepath.Join(cgroupRoot, f[0], rel, f[1]))
+	switch name {
+	case "cpu.max":
+		period := readFile(t, filepath.Join(cgroupRoot, f[0], rel, "cpu.cfs_period_us"))
+		if v == "-1" {
+			return "max " + period
+		}
+		return v + " " + period
+	case "cpu.weight":
+		shares, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return weight(shares)
+	case "memory.max":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 1<<62 {
+			return "max"
+		}
+	}
+	return v
 }
 
 func readFile(t *testing.T, path string) string {
@@ -303,9 +360,12 @@ func TestService(t *testing.T) {
 	if got := readFile(t, "/proc/1/comm"); got != "systemd" {
 		t.Fatalf("PID 1 is %q", got)
 	}
-	var fs = run(t, "stat", "-fc", "%T", cgroupRoot)
-	if strings.TrimSpace(fs) != "cgroup2fs" {
-		t.Fatalf("%s is %s, want cgroup v2", cgroupRoot, fs)
+	want := "cgroup2fs"
+	if !cgroupV2 {
+		want = "tmpfs" // the v1 hierarchies' mount root
+	}
+	if fs := strings.TrimSpace(run(t, "stat", "-fc", "%T", cgroupRoot)); fs != want {
+		t.Fatalf("%s is %s, want %s (HOSTTEST_CGROUP=%s)", cgroupRoot, fs, want, os.Getenv("HOSTTEST_CGROUP"))
 	}
 }
 
@@ -326,7 +386,7 @@ func TestPodCgroups(t *testing.T) {
 		"memory.max": strconv.FormatInt(capacity-reservedMemory, 10),
 		"cpu.weight": weight(1536), // 2 CPUs less kubeReserved's 500m
 	} {
-		if got := readFile(t, filepath.Join(kubepods(), file)); got != want {
+		if got := cgFile(t, kubepods(), file); got != want {
 			t.Errorf("kubepods %s = %s, want %s", file, got, want)
 		}
 	}
@@ -339,7 +399,7 @@ func TestPodCgroups(t *testing.T) {
 		{e, map[string]string{"cpu.max": "max 100000", "memory.max": "max", "cpu.weight": "1", "pids.max": "512"}},
 	} {
 		for file, want := range tc.files {
-			if got := readFile(t, filepath.Join(podCgroup(tc.p), file)); got != want {
+			if got := cgFile(t, podCgroup(tc.p), file); got != want {
 				t.Errorf("%s (%s) %s = %s, want %s", tc.p.Name, tc.p.Status.QOSClass, file, got, want)
 			}
 		}
@@ -370,7 +430,7 @@ func TestPodCgroups(t *testing.T) {
 		c    *runtimeapi.Container
 		want string
 	}{{g, gc, "-997"}, {e, ec, "1000"}} {
-		procs := strings.Fields(readFile(t, filepath.Join(containerCgroup(t, tc.p, tc.c.Id), "cgroup.procs")))
+		procs := strings.Fields(cgFile(t, containerCgroup(t, tc.p, tc.c.Id), "cgroup.procs"))
 		if len(procs) == 0 {
 			t.Fatalf("%s: no process in its container's cgroup", tc.p.Name)
 		}
@@ -388,7 +448,7 @@ func TestPodCgroups(t *testing.T) {
 		want string
 	}{{g, gc, "1"}, {b, bc, "0"}, {e, ec, "0"}} {
 		eventually(t, 30*time.Second, tc.p.Name+"'s cpuset.cpus.effective "+tc.want, func() bool {
-			return readFile(t, filepath.Join(containerCgroup(t, tc.p, tc.c.Id), "cpuset.cpus.effective")) == tc.want
+			return cgFile(t, containerCgroup(t, tc.p, tc.c.Id), "cpuset.cpus.effective") == tc.want
 		})
 	}
 }
