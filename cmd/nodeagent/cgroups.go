@@ -52,7 +52,7 @@ func newPodCgroups(ctx context.Context, o *options, conn runtimeapi.RuntimeServi
 		return nil, nil, fmt.Errorf("pod cgroups: %w", err)
 	}
 	if err := m.Start(); err != nil {
-		return nil, nil, fmt.Errorf("pod cgroups under %s (check --cgroup-root, or run with --cgroups-per-qos=false): %w", o.CgroupRoot, err)
+		return nil, nil, fmt.Errorf("pod cgroups under %s with the %s driver (check --cgroup-root and --cgroup-driver, or run with --cgroups-per-qos=false): %w", o.CgroupRoot, driver, err)
 	}
 	return m.Cleanup, append(phases, podCgroupPhase{m}), nil
 }

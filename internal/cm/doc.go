@@ -1,5 +1,6 @@
 // Package cm owns the node's cgroup hierarchy for pods (the kubelet's
-// pkg/kubelet/cm QoS and pod container managers, cgroupfs driver):
+// pkg/kubelet/cm QoS and pod container managers), with the cgroupfs
+// driver:
 //
 //	<root>/kubepods                      limited to node allocatable (cpu shares, memory)
 //	<root>/kubepods/pod<uid>             Guaranteed pods
@@ -25,13 +26,22 @@
 // It also owns the QoS policy the runtime needs: QOSClass and the
 // containers' OOMScoreAdj.
 //
+// The systemd driver makes the same hierarchy as slices — kubepods.slice,
+// kubepods-burstable.slice, kubepods-burstable-pod<uid>.slice (a UID's
+// '-' written '_') — through systemd's D-Bus API with
+// opencontainers/cgroups, the library and calls of the kubelet's cgroup
+// manager; the runtime's cgroup parent is the slice's path. The two
+// drivers sit behind a small backend interface (backend.go, systemd.go).
+//
 // cgroup v1 (one hierarchy per controller under the mount root; every
 // hierarchy gets the directories, as runc creates its own in all of them)
 // and v2 (unified: controllers enabled in each parent's
-// cgroup.subtree_control). Plain file writes, no library: the files are
-// few and the semantics those of the kernel. Only the cgroupfs driver: the
-// systemd driver needs slices made through systemd's D-Bus API, which is
-// refused in New rather than approximated.
+// cgroup.subtree_control). The cgroupfs driver writes plain files, no
+// library: the files are few and the semantics those of the kernel. A
+// pod cgroup is written when it is made and when its limits change (a
+// resize), as the kubelet's; one made since the last Cleanup is kept by
+// it once (the pod may have been admitted while housekeeping gathered
+// the active pods).
 //
 // It does not own: the containers' own cgroups (the runtime's), CPU
 // pinning (cpumanager), eviction. A pod cgroup is removed by Cleanup once

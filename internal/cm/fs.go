@@ -189,6 +189,13 @@ func (f *fs) setShares(rel string, shares uint64) error {
 	return writeFile(filepath.Join(f.cpuDir, rel), "cpu.shares", strconv.FormatUint(shares, 10))
 }
 
+// exists reports whether the cgroup rel is there (in the cpu
+// hierarchy).
+func (f *fs) exists(rel string) bool {
+	_, err := os.Stat(filepath.Join(f.cpuDir, rel))
+	return err == nil
+}
+
 // children lists the cgroups directly under rel in any hierarchy, by
 // name.
 func (f *fs) children(rel string) map[string]bool {

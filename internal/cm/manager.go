@@ -8,7 +8,11 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	cgmanager "github.com/opencontainers/cgroups/manager"
+	cgsystemd "github.com/opencontainers/cgroups/systemd"
+	"github.com/sirupsen/logrus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zapio"
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -61,6 +65,17 @@ type Manager struct {
 	// pod with a cgroup: their sum sets the burstable tier's shares.
 	burstableMilli map[pod.UID]int64
 	burstableSet   uint64 // the shares last written
+	// applied are the limits last written to each pod cgroup (by its
+	// parent path): an unchanged pod whose cgroup exists is not written
+	// again (with systemd, two D-Bus calls per sync), as the kubelet
+	// writes a pod cgroup when it makes it or resizes it.
+	applied map[string]Resources
+	// ensured are the pods given a cgroup since the last Cleanup: one
+	// admitted while housekeeping gathered the active pods is not
+	// removed under it.
+	ensured map[pod.UID]bool
+	// removeErr is the last error removing each cgroup (warned once).
+	removeErr map[string]string
 }
 
 // New validates cfg and finds the cgroup hierarchies; Start makes the
@@ -79,7 +94,8 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, fs: f, log: cfg.Logger.Named("cm"), burstableMilli: map[pod.UID]int64{}}
+	m := &Manager{cfg: cfg, fs: f, log: cfg.Logger.Named("cm"), burstableMilli: map[pod.UID]int64{},
+		applied: map[string]Resources{}, ensured: map[pod.UID]bool{}, removeErr: map[string]string{}}
 	switch cfg.Driver {
 	case DriverCgroupfs, "":
 		m.b = cgroupfs{f: f, root: cfg.Root}
@@ -89,7 +105,14 @@ func New(cfg Config) (*Manager, error) {
 		}
 		mk := cfg.newSystemd
 		if mk == nil {
+			if !cgsystemd.IsRunningSystemd() {
+				return nil, errors.New("the systemd cgroup driver needs systemd as PID 1 (its D-Bus API makes the slices): use --cgroup-driver=cgroupfs, with the runtime's cgroup driver alike (containerd: SystemdCgroup = false)")
+			}
 			mk = cgmanager.New
+			// The library logs through logrus: into the agent's log.
+			logrus.SetOutput(&zapio.Writer{Log: m.log.Named("cgroups"), Level: zapcore.WarnLevel})
+			logrus.SetFormatter(&logrus.TextFormatter{DisableTimestamp: true})
+			logrus.SetLevel(logrus.WarnLevel)
 		}
 		m.b = systemdDriver{f: f, newManager: mk}
 	default:
@@ -180,9 +203,15 @@ func (m *Manager) EnsurePod(p *v1.Pod) (string, error) {
 	}
 	r := PodResources(p)
 	r.PIDs = m.cfg.PodPIDs
+	m.ensured[p.UID] = true
+	if last, ok := m.applied[parent]; ok && last == r && m.b.exists(c) {
+		return parent, nil
+	}
 	if err := m.b.set(c, r); err != nil {
+		delete(m.applied, parent)
 		return "", fmt.Errorf("limit pod cgroup %s: %w", parent, err)
 	}
+	m.applied[parent] = r
 	return parent, nil
 }
 
@@ -216,25 +245,40 @@ func (m *Manager) setBurstableLocked() error {
 func (m *Manager) Cleanup(active map[pod.UID]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	keep := map[string]bool{}
+	for uid := range active {
+		keep[m.b.component("pod"+string(uid))] = true
+	}
+	for uid := range m.ensured {
+		keep[m.b.component("pod"+string(uid))] = true
+	}
 	for _, tier := range []string{"", burstable, besteffort} {
-		for uid := range m.b.pods(name(tier)) {
-			if active[pod.UID(uid)] {
+		for comp := range m.b.pods(name(tier)) {
+			if keep[comp] {
 				continue
 			}
-			c := name(tier, "pod"+uid)
-			if err := m.b.remove(c); err != nil {
-				m.log.Debug("pod cgroup not removed yet; retried at the next housekeeping", zap.String("uid", uid), zap.Error(err))
-				continue
-			}
+			c := name(tier, comp)
 			parent, _ := m.b.parent(c)
-			m.log.Info("removed pod cgroup", zap.String("uid", uid), zap.String("cgroup", parent))
+			if err := m.b.remove(c); err != nil {
+				if errors.Is(err, errBusy) {
+					m.log.Debug("pod cgroup not removed yet; retried at the next housekeeping", zap.String("cgroup", parent), zap.Error(err))
+				} else if m.removeErr[parent] != err.Error() {
+					m.log.Warn("pod cgroup not removed; retried at every housekeeping", zap.String("cgroup", parent), zap.Error(err))
+				}
+				m.removeErr[parent] = err.Error()
+				continue
+			}
+			delete(m.removeErr, parent)
+			delete(m.applied, parent)
+			m.log.Info("removed pod cgroup", zap.String("cgroup", parent))
 		}
 	}
 	for uid := range m.burstableMilli {
-		if !active[uid] {
+		if !active[uid] && !m.ensured[uid] {
 			delete(m.burstableMilli, uid)
 		}
 	}
+	clear(m.ensured)
 	if err := m.setBurstableLocked(); err != nil {
 		m.log.Warn("update burstable tier", zap.Error(err))
 	}

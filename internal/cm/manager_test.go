@@ -184,6 +184,12 @@ func TestManagerV1(t *testing.T) {
 	// An orphan of an earlier run, in one hierarchy only.
 	mkfile(t, filepath.Join(mnt, "systemd", "agent/kubepods/besteffort/podold/cgroup.procs"), "")
 
+	// Pods given a cgroup since the last housekeeping are kept once (one
+	// admitted while the active pods were gathered is not yet in them).
+	m.Cleanup(map[pod.UID]bool{"g-1": true, "b-2": true})
+	if !exists(filepath.Join(mnt, "memory", "agent/kubepods/burstable/podb-1")) {
+		t.Fatal("a pod cgroup made since the last housekeeping was removed")
+	}
 	m.Cleanup(map[pod.UID]bool{"g-1": true, "b-2": true})
 	gone := func(parent string) bool {
 		for _, h := range []string{"cpu,cpuacct", "memory", "pids", "cpuset", "systemd"} {
@@ -246,6 +252,10 @@ func TestManagerV2(t *testing.T) {
 		if got := read(t, filepath.Join(dir, "cgroup.subtree_control")); got != "+cpuset +cpu +io +memory +pids" {
 			t.Errorf("%s cgroup.subtree_control %q", dir, got)
 		}
+	}
+	m.Cleanup(nil)
+	if !exists(filepath.Join(mnt, parent)) {
+		t.Error("a pod cgroup made since the last housekeeping was removed")
 	}
 	m.Cleanup(nil)
 	if exists(filepath.Join(mnt, parent)) {

@@ -10,6 +10,7 @@ import (
 // CPU constants of the kubelet's helpers_linux.go.
 const (
 	minShares     = 2
+	maxShares     = 262144
 	sharesPerCPU  = 1024
 	milliPerCPU   = 1000
 	quotaPeriod   = 100000 // 100ms, in µs
@@ -92,13 +93,11 @@ func NodeResources(allocatable v1.ResourceList) Resources {
 	}
 }
 
-// milliCPUToShares converts millicores to CFS shares, at least 2.
+// milliCPUToShares converts millicores to CFS shares in [2, 262144] (the
+// kernel's bounds, as the kubelet clamps them).
 func milliCPUToShares(milli int64) uint64 {
 	shares := milli * sharesPerCPU / milliPerCPU
-	if shares < minShares {
-		return minShares
-	}
-	return uint64(shares)
+	return uint64(min(max(shares, minShares), maxShares))
 }
 
 // milliCPUToQuota converts a millicore limit to a CFS quota over period
@@ -116,5 +115,6 @@ func sharesToWeight(shares uint64) uint64 {
 	if shares == 0 {
 		return 0
 	}
+	shares = min(max(shares, minShares), maxShares)
 	return 1 + ((shares-2)*9999)/262142
 }

@@ -168,9 +168,14 @@ func TestOOMScoreAdj(t *testing.T) {
 }
 
 func TestSharesToWeight(t *testing.T) {
-	for _, tc := range []struct{ shares, weight uint64 }{{2, 1}, {1024, 39}, {262144, 10000}, {0, 0}} {
+	for _, tc := range []struct{ shares, weight uint64 }{{2, 1}, {1024, 39}, {262144, 10000}, {0, 0}, {300000, 10000}} {
 		if got := sharesToWeight(tc.shares); got != tc.weight {
 			t.Errorf("sharesToWeight(%d) = %d, want %d", tc.shares, got, tc.weight)
 		}
+	}
+	// A node (or a tier's pods) past 256 CPUs: the kernel's largest
+	// shares, not a value it refuses.
+	if got := milliCPUToShares(300_000); got != 262144 {
+		t.Errorf("milliCPUToShares(300 CPUs) = %d, want 262144", got)
 	}
 }

@@ -113,24 +113,34 @@ func (d systemdDriver) setShares(c []string, shares uint64) error {
 	return nil
 }
 
+func (d systemdDriver) exists(c []string) bool {
+	rel, err := d.rel(c)
+	return err == nil && d.f.exists(rel)
+}
+
+// pods gives the escaped "pod<uid>" of each pod slice: escaping is not
+// reversible ('-' and '_' both become '_'), so active pods are compared
+// escaped.
 func (d systemdDriver) pods(c []string) map[string]bool {
 	out := map[string]bool{}
 	rel, err := d.rel(c)
 	if err != nil {
 		return out
 	}
-	prefix := strings.TrimSuffix(sliceName(c), ".slice") + "-pod"
+	prefix := strings.TrimSuffix(sliceName(c), ".slice") + "-"
 	for name := range d.f.children(rel) {
-		esc, ok := strings.CutPrefix(name, prefix)
+		comp, ok := strings.CutPrefix(name, prefix)
 		if !ok {
 			continue
 		}
-		if esc, ok = strings.CutSuffix(esc, ".slice"); ok && esc != "" {
-			out[strings.ReplaceAll(esc, "_", "-")] = true
+		if comp, ok = strings.CutSuffix(comp, ".slice"); ok && strings.HasPrefix(comp, "pod") && len(comp) > 3 {
+			out[comp] = true
 		}
 	}
 	return out
 }
+
+func (systemdDriver) component(name string) string { return strings.ReplaceAll(name, "-", "_") }
 
 // remove stops c's slice (systemd removes its cgroup) once nothing runs
 // in it: stopping a slice would kill what does, and nothing is killed
@@ -141,7 +151,7 @@ func (d systemdDriver) remove(c []string) error {
 		return err
 	}
 	if d.f.populated(rel) {
-		return fmt.Errorf("slice %s still has processes", sliceName(c))
+		return fmt.Errorf("slice %s: %w", sliceName(c), errBusy)
 	}
 	m, err := d.manager(c, &cgroups.Resources{SkipDevices: true})
 	if err != nil {

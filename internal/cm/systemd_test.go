@@ -10,6 +10,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	"go.uber.org/zap/zaptest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -143,6 +145,7 @@ func TestSystemdSlices(t *testing.T) {
 	orphan := "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podold_1.slice"
 	mkfile(t, filepath.Join(mnt, orphan, "cgroup.events"), "populated 0\n")
 	mkfile(t, filepath.Join(mnt, gp, "cgroup.events"), "populated 0\n")
+	m.Cleanup(map[pod.UID]bool{"g-1": true}) // the pods ensured since the last one are kept once
 	f.calls = nil
 	m.Cleanup(map[pod.UID]bool{"g-1": true})
 	slices.Sort(f.calls)
@@ -173,5 +176,39 @@ func TestSystemdApplyError(t *testing.T) {
 	_, err := m.EnsurePod(named(burstableAll, "b-1"))
 	if err == nil || !strings.Contains(err.Error(), "create slice kubepods-burstable-podb_1.slice") {
 		t.Fatalf("EnsurePod: %v", err)
+	}
+}
+
+// An unchanged pod whose slice exists is not written again at each sync;
+// a changed one (a resize) is. Active pods are compared escaped: a UID
+// with '_' keeps its slice.
+func TestSystemdWritesOnChange(t *testing.T) {
+	mnt := unifiedV2(t)
+	m, f := newSystemdManager(t, mnt, 0)
+	p := named(burstableAll, "u_1")
+	parent, err := m.EnsurePod(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkfile(t, filepath.Join(mnt, parent, "cgroup.events"), "populated 0\n") // what systemd made
+	f.calls = nil
+	if _, err := m.EnsurePod(p); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls) != 0 {
+		t.Errorf("an unchanged pod's slice written again: %v", f.calls)
+	}
+	resized := p.DeepCopy()
+	resized.Spec.Containers[0].Resources.Limits[v1.ResourceMemory] = resource.MustParse("96Mi")
+	if _, err := m.EnsurePod(resized); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.resources["kubepods-burstable-podu_1.slice"]; r.Memory != 96<<20 {
+		t.Errorf("resized pod's slice memory %d, want 96Mi", r.Memory)
+	}
+	m.Cleanup(map[pod.UID]bool{"u_1": true})
+	m.Cleanup(map[pod.UID]bool{"u_1": true})
+	if slices.ContainsFunc(f.calls, func(c string) bool { return strings.HasPrefix(c, "destroy") }) {
+		t.Errorf("an active pod's slice destroyed: %v", f.calls)
 	}
 }

@@ -188,9 +188,14 @@ func (m *Manager) ensureInhibitDelay(ctx context.Context, in Inhibitor) error {
 			}
 			select {
 			case <-ctx.Done():
-				return nil
+				return ctx.Err()
 			case <-m.cfg.Clock.After(100 * time.Millisecond):
 			}
+		}
+		if delay < req {
+			m.log.Warn("logind's InhibitDelayMaxSec is still shorter than the shutdown grace periods after the override: pods get only that long (a logind.conf.d drop-in sorting after it may set it lower, or logind did not reload)",
+				zap.Duration("inhibitDelayMax", delay), zap.Duration("requested", req), zap.String("dropIn", LogindConfDropIn))
+			return nil
 		}
 	}
 	if delay < req {

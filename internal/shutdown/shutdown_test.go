@@ -262,7 +262,7 @@ func TestRaisesInhibitDelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)
-	<-l.taken
+	recv(t, l.taken, "the lock taken")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.raised) != 1 || l.raised[0] != 30*time.Second {

@@ -44,7 +44,9 @@ type volumeCache struct {
 // (bounded), with its file system's capacity; a memory-backed one is its
 // tmpfs's statfs. Its local ephemeral volumes (a disk emptyDir, a
 // configMap: the kubelet's IsLocalEphemeralVolume) are summed for the
-// pod's ephemeral storage. ok is false when the pod is not desired.
+// pod's ephemeral storage. ok is false when the pod manager does not
+// know the pod (a refused or terminating pod it still holds is measured;
+// a volume not set up is skipped).
 func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (podVolumes, bool) {
 	vs := p.cfg.Volumes
 	if vs == nil {

@@ -557,6 +557,13 @@ func TestAgentRestartKeepsContainers(t *testing.T) {
 			}
 		}
 	}
+	// The restarted agent found the pod cgroups as they were.
+	if got := cgFile(t, podCgroup(status_("keep-b")), "memory.max"); got != "67108864" {
+		t.Errorf("keep-b memory.max %s after the restart, want 64Mi", got)
+	}
+	if got := cgFile(t, podCgroup(status_("keep-g")), "pids.max"); got != "512" {
+		t.Errorf("keep-g pids.max %s after the restart, want 512", got)
+	}
 	for _, n := range []string{"keep-b", "keep-g"} {
 		if s := status_(n); s == nil || len(s.Status.ContainerStatuses) != 1 || s.Status.ContainerStatuses[0].RestartCount != 0 {
 			t.Errorf("%s: status after the restart %v, want one container, never restarted", n, s)
@@ -574,7 +581,9 @@ func TestShutdownPodsRunning(t *testing.T) {
 	if err := os.MkdirAll(marks, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	shutdownPod := func(name, priority string) string {
+	// The regular pod's hook takes 5 s, the critical one's none: were
+	// both stopped at once, critical would come first.
+	shutdownPod := func(name, priority, sleep string) string {
 		return `apiVersion: v1
 kind: Pod
 metadata: {name: ` + name + `}
@@ -588,16 +597,16 @@ spec:
     command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1; done"]
     volumeMounts: [{name: marks, mountPath: /marks}]
     lifecycle:
-      preStop: {exec: {command: [sh, -c, "sleep 2; echo ` + name + ` >> /marks/order"]}}
+      preStop: {exec: {command: [sh, -c, "sleep ` + sleep + `; echo ` + name + ` >> /marks/order"]}}
 `
 	}
 	for _, n := range []string{"regular", "critical"} {
-		prio := ""
+		prio, sleep := "", "5"
 		if n == "critical" {
-			prio = "priority: 2000001000"
+			prio, sleep = "priority: 2000001000", "0"
 		}
 		tmp := filepath.Join(manifests, ".tmp-"+n)
-		if err := os.WriteFile(tmp, []byte(shutdownPod(n, prio)), 0o644); err != nil {
+		if err := os.WriteFile(tmp, []byte(shutdownPod(n, prio, sleep)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(tmp, filepath.Join(manifests, n+".yaml")); err != nil {
@@ -626,6 +635,30 @@ func TestRemoveAllPods(t *testing.T) {
 	eventually(t, 120*time.Second, "no sandboxes", func() bool {
 		r, err := conn.ListPodSandbox(ctx(t), &runtimeapi.ListPodSandboxRequest{})
 		return err == nil && len(r.Items) == 0
+	})
+	// Housekeeping removes the gone pods' cgroups (systemd: stops their
+	// slices).
+	eventually(t, 60*time.Second, "no pod cgroups left", func() bool {
+		var left []string
+		for _, tier := range []string{"", "burstable", "besteffort"} {
+			dir := cgPath(kubepods(), "memory")
+			if tier != "" {
+				dir = filepath.Join(dir, map[string]string{"cgroupfs": tier, "systemd": sliceDir(tier)}[driver])
+			}
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				if e.IsDir() && strings.Contains(e.Name(), "pod") {
+					left = append(left, e.Name())
+				}
+			}
+		}
+		if driver == "systemd" {
+			out := run(t, "systemctl", "list-units", "--all", "--plain", "--no-legend", "kubepods-*pod*.slice")
+			if strings.TrimSpace(out) != "" {
+				left = append(left, out)
+			}
+		}
+		return len(left) == 0
 	})
 }
 
