@@ -24,8 +24,13 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export PATH="/usr/local/go/bin:$PATH"
 
 SHARE="${TEST_HOST_SHARE:-$TH_CACHE/share}"
+# Only a share this script made (or an empty directory) is emptied.
+if [ -d "$SHARE" ] && [ -n "$(ls -A "$SHARE")" ] && [ ! -f "$SHARE/.test-host-share" ]; then
+	die "TEST_HOST_SHARE $SHARE is not empty and not a share of suite.sh's; not removing it"
+fi
 rm -rf "$SHARE"
 mkdir -p "$SHARE/src/bin" "$SHARE/out"
+touch "$SHARE/.test-host-share"
 
 log "building nodeagent and the host suite"
 (cd "$ROOT" && go build -o "$SHARE/src/bin/nodeagent" ./cmd/nodeagent)
@@ -51,6 +56,7 @@ if [ -f "$OUTD/result" ]; then
 elif [ "$rc" -eq 0 ]; then
 	rc=1
 fi
+[[ "$rc" =~ ^[0-9]+$ ]] || rc=1 # an empty or torn result is a failure
 
 for f in "$OUTD"/test-*.log; do
 	[ -f "$f" ] || continue
