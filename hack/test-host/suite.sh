@@ -24,8 +24,9 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 export PATH="/usr/local/go/bin:$PATH"
 
 SHARE="${TEST_HOST_SHARE:-$TH_CACHE/share}"
-# Only a share this script made (or an empty directory) is emptied.
-if [ -d "$SHARE" ] && [ -n "$(ls -A "$SHARE")" ] && [ ! -f "$SHARE/.test-host-share" ]; then
+# A TEST_HOST_SHARE given is emptied only when this script made it (or
+# it is empty); the default one in the cache is always ours.
+if [ -n "${TEST_HOST_SHARE:-}" ] && [ -d "$SHARE" ] && [ -n "$(ls -A "$SHARE")" ] && [ ! -f "$SHARE/.test-host-share" ]; then
 	die "TEST_HOST_SHARE $SHARE is not empty and not a share of suite.sh's; not removing it"
 fi
 rm -rf "$SHARE"
