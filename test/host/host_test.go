@@ -638,6 +638,7 @@ func TestRemoveAllPods(t *testing.T) {
 	})
 	// Housekeeping removes the gone pods' cgroups (systemd: stops their
 	// slices).
+	lastLeft := ""
 	eventually(t, 60*time.Second, "no pod cgroups left", func() bool {
 		var left []string
 		for _, tier := range []string{"", "burstable", "besteffort"} {
@@ -647,7 +648,9 @@ func TestRemoveAllPods(t *testing.T) {
 			}
 			entries, _ := os.ReadDir(dir)
 			for _, e := range entries {
-				if e.IsDir() && strings.Contains(e.Name(), "pod") {
+				// cgroupfs: pod<uid>; systemd: kubepods[-<tier>]-pod<uid>.slice
+				// (the tiers' slices hold "pod" too, in "kubepods").
+				if e.IsDir() && (strings.HasPrefix(e.Name(), "pod") || strings.Contains(e.Name(), "-pod")) {
 					left = append(left, e.Name())
 				}
 			}
@@ -657,6 +660,10 @@ func TestRemoveAllPods(t *testing.T) {
 			if strings.TrimSpace(out) != "" {
 				left = append(left, out)
 			}
+		}
+		if l := fmt.Sprint(left); len(left) > 0 && l != lastLeft {
+			t.Logf("pod cgroups left: %s", l)
+			lastLeft = l
 		}
 		return len(left) == 0
 	})
