@@ -56,7 +56,7 @@ func TestGroupByPriority(t *testing.T) {
 // fakeLogind is logind: a lock the test can see held, signals it sends.
 type fakeLogind struct {
 	mu        sync.Mutex
-	preparing bool // PreparingForShutdown
+	preparing bool            // PreparingForShutdown
 	delay     time.Duration   // InhibitDelayMaxUSec; 0: 30 s
 	raised    []time.Duration // RaiseInhibitDelay's calls
 	held      int

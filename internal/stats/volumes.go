@@ -16,7 +16,7 @@ import (
 // beneath a pod directory lives (podvolumes.Manager.LocalDir).
 type Volumes struct {
 	Pod func(uid string) (*v1.Pod, bool)
-	Dir  func(p *v1.Pod, v *v1.Volume) (dir string, memory bool)
+	Dir func(p *v1.Pod, v *v1.Volume) (dir string, memory bool)
 	// Period is how long a pod's measure is reused (the kubelet's
 	// volumeStatsAggPeriod, 1m): a volume is walked at most that often.
 	Period time.Duration
