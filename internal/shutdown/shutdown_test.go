@@ -59,6 +59,7 @@ type fakeLogind struct {
 	preparing bool            // PreparingForShutdown
 	delay     time.Duration   // InhibitDelayMaxUSec; 0: 30 s
 	raised    []time.Duration // RaiseInhibitDelay's calls
+	unmoved   bool            // RaiseInhibitDelay leaves the delay (a drop-in overridden)
 	held      int
 	released  chan struct{} // a lock closed
 	taken     chan struct{}
@@ -90,7 +91,9 @@ func (l *fakeLogind) RaiseInhibitDelay(d time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.raised = append(l.raised, d)
-	l.delay = d
+	if !l.unmoved {
+		l.delay = d
+	}
 	return nil
 }
 func (l *fakeLogind) Inhibit() (io.Closer, error) {
@@ -267,5 +270,35 @@ func TestRaisesInhibitDelay(t *testing.T) {
 	defer l.mu.Unlock()
 	if len(l.raised) != 1 || l.raised[0] != 30*time.Second {
 		t.Fatalf("InhibitDelayMaxSec raised to %v, want once to 30s", l.raised)
+	}
+}
+
+// An override logind does not take (a later drop-in wins) is waited for
+// 2 s, then the lock is taken all the same: pods get what logind allows.
+func TestInhibitDelayStillShort(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	l := &fakeLogind{delay: 5 * time.Second, unmoved: true, taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
+	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
+		Connect:    func() (Inhibitor, error) { return l, nil },
+		ActivePods: func() []*v1.Pod { return nil },
+		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { return nil },
+		Clock:      clk, Logger: zap.NewNop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	for i := 0; i < 20; i++ {
+		untilWaiters(clk, 1)
+		select {
+		case <-l.taken:
+			t.Fatalf("lock taken after %d of 20 re-reads", i)
+		default:
+		}
+		clk.Step(100 * time.Millisecond)
+	}
+	recv(t, l.taken, "the lock taken after the override did not take")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.raised) != 1 {
+		t.Fatalf("raised %v, want once", l.raised)
 	}
 }
