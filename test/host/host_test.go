@@ -456,18 +456,41 @@ func TestPodCgroups(t *testing.T) {
 // A memory hog in a Burstable pod is OOM-killed within its memory.max
 // and reported OOMKilled.
 func TestOOMKilled(t *testing.T) {
-	write(t, "oom", pod("oom", "{requests: {memory: 16Mi}, limits: {memory: 48Mi}}",
-		"[dd, if=/dev/zero, of=/dev/null, bs=128M, count=1]", "  restartPolicy: Never"))
-	eventually(t, 120*time.Second, "oom's container terminated OOMKilled", func() bool {
+	// A second container widens the pod cgroup's limit (the sum, 112Mi),
+	// so the hog meets its own container's memory.max first: on cgroup
+	// v1 an OOM kill the pod cgroup's limit triggers is not seen by the
+	// runtime as the container's (reported Error 137, as with the kubelet).
+	write(t, "oom", `apiVersion: v1
+kind: Pod
+metadata: {name: oom}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: hog
+    image: `+busybox+`
+    command: [dd, if=/dev/zero, of=/dev/null, bs=128M, count=1]
+    resources: {requests: {memory: 16Mi}, limits: {memory: 48Mi}}
+  - name: idle
+    image: `+busybox+`
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    resources: {requests: {memory: 16Mi}, limits: {memory: 64Mi}}
+`)
+	eventually(t, 120*time.Second, "the hog terminated OOMKilled", func() bool {
 		p := status_("oom")
-		if p == nil || len(p.Status.ContainerStatuses) == 0 {
+		if p == nil {
 			return false
 		}
-		term := p.Status.ContainerStatuses[0].State.Terminated
-		if term != nil && term.Reason != "OOMKilled" {
-			t.Fatalf("oom's container terminated %s (exit %d), want OOMKilled", term.Reason, term.ExitCode)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != "hog" || cs.State.Terminated == nil {
+				continue
+			}
+			if term := cs.State.Terminated; term.Reason != "OOMKilled" {
+				t.Fatalf("the hog terminated %s (exit %d), want OOMKilled", term.Reason, term.ExitCode)
+			}
+			return true
 		}
-		return term != nil && p.Status.Phase == v1.PodFailed
+		return false
 	})
 }
 
