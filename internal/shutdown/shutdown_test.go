@@ -252,19 +252,25 @@ func TestMissedCancellation(t *testing.T) {
 	}
 }
 
-// logind's InhibitDelayMaxSec shorter than the periods is raised to
-// their sum before the lock is taken, as the kubelet does.
-func TestRaisesInhibitDelay(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
-	l := &fakeLogind{delay: 5 * time.Second, taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
+// runIdle runs a manager of 30 s (10 s critical) with no pods against l
+// until the test ends.
+func runIdle(t *testing.T, l *fakeLogind, clk *clocktesting.FakeClock) {
 	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
 		Connect:    func() (Inhibitor, error) { return l, nil },
 		ActivePods: func() []*v1.Pod { return nil },
 		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { return nil },
 		Clock:      clk, Logger: zap.NewNop()})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go m.Run(ctx)
+}
+
+// logind's InhibitDelayMaxSec shorter than the periods is raised to
+// their sum before the lock is taken, as the kubelet does.
+func TestRaisesInhibitDelay(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+	l := &fakeLogind{delay: 5 * time.Second, taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
+	runIdle(t, l, clk)
 	recv(t, l.taken, "the lock taken")
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -278,14 +284,7 @@ func TestRaisesInhibitDelay(t *testing.T) {
 func TestInhibitDelayStillShort(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	l := &fakeLogind{delay: 5 * time.Second, unmoved: true, taken: make(chan struct{}, 4), signals: make(chan bool), released: make(chan struct{}, 4)}
-	m := New(Config{Groups: Groups(30*time.Second, 10*time.Second, nil),
-		Connect:    func() (Inhibitor, error) { return l, nil },
-		ActivePods: func() []*v1.Pod { return nil },
-		Terminate:  func(*v1.Pod, int64, string, string) <-chan struct{} { return nil },
-		Clock:      clk, Logger: zap.NewNop()})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go m.Run(ctx)
+	runIdle(t, l, clk)
 	for i := 0; i < 20; i++ {
 		untilWaiters(clk, 1)
 		select {
