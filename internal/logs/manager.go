@@ -181,8 +181,17 @@ func (m *Manager) Run(ctx context.Context) {
 		var timer clock.Timer
 		var timerC <-chan time.Time
 		if !wake.IsZero() {
-			timer = m.cfg.Clock.NewTimer(max(wake.Sub(m.cfg.Clock.Now()), 0))
-			timerC = timer.C()
+			if d := wake.Sub(m.cfg.Clock.Now()); d > 0 {
+				timer = m.cfg.Clock.NewTimer(d)
+				timerC = timer.C()
+			} else {
+				// Already due (the clock moved while the loop was busy):
+				// act now, not on a zero timer, which a clock may fire
+				// only at its next tick.
+				due := make(chan time.Time, 1)
+				due <- m.cfg.Clock.Now()
+				timerC = due
+			}
 		}
 		select {
 		case <-ctx.Done():

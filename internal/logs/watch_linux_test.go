@@ -75,7 +75,10 @@ func TestWatcherReportsNewLogFiles(t *testing.T) {
 
 // A new container's log file gets it found by discovery passes at 50ms,
 // 100ms, 200ms… after the file appears (the runtime creates it before
-// the container runs), not at the next full pass.
+// the container runs), not at the next full pass. The test plays the
+// watcher (TestWatcherReportsNewLogFiles proves its reports) and reports
+// the file once: a second report racing a step of the fake clock would
+// arm the timer from a time the clock has already left.
 func TestRunFindsNewContainersEarly(t *testing.T) {
 	root := t.TempDir()
 	live := filepath.Join(root, "ns_p_1", "c", "0.log")
@@ -83,7 +86,7 @@ func TestRunFindsNewContainersEarly(t *testing.T) {
 	clk := clocktesting.NewFakeClock(now)
 	m, err := New(Config{
 		Runtime: rt, Labels: ownLabels, MaxSize: 1000, MaxFiles: 5, MaxWorkers: 1,
-		MonitorInterval: 10 * time.Second, PodLogsDir: root, Clock: clk, Logger: zaptest.NewLogger(t),
+		MonitorInterval: 10 * time.Second, Clock: clk, Logger: zaptest.NewLogger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +101,7 @@ func TestRunFindsNewContainersEarly(t *testing.T) {
 	// third discovery pass (after 50+100+200ms).
 	mkdir(t, filepath.Dir(live))
 	writeFile(t, live, 10)
+	m.newLog(live)
 	waitFor(t, func() bool { return clk.Waiters() == 2 }) // a discovery pass is scheduled
 	for i := 0; rt.count("status c1") == 0; i++ {
 		if i == 2 {
