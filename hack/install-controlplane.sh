@@ -4,6 +4,7 @@
 #
 #   kube-apiserver, kube-controller-manager, kubectl,
 #   kubelet (the takeover tests)                       k8s.io/kubernetes $K8S_VERSION
+#   sample-device-plugin (the device plugin tests)     k8s.io/kubernetes $K8S_VERSION test/images
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
 #   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
 #
@@ -77,6 +78,22 @@ GO
 		mv "$BIN/$b.tmp" "$BIN/$b"
 		echo "$K8S_VERSION" >"$BIN/.$b-version"
 	done
+fi
+
+# The kubelet's sample device plugin (example.com/resource, two devices),
+# from the same scratch module: its import is added when missing.
+if stamp_ok sample-device-plugin "$K8S_VERSION"; then
+	log "sample-device-plugin $K8S_VERSION present in $BIN"
+else
+	cd "$SCRATCH/kubernetes-$K8S_VERSION"
+	if ! grep -q sample-device-plugin tools.go; then
+		sed -i 's|^)$|\t_ "k8s.io/kubernetes/test/images/sample-device-plugin"\n)|' tools.go
+		go mod tidy >/dev/null 2>&1 || go mod tidy
+	fi
+	log "building sample-device-plugin $K8S_VERSION"
+	go build -trimpath -ldflags "-s -w" -o "$BIN/sample-device-plugin.tmp" k8s.io/kubernetes/test/images/sample-device-plugin
+	mv "$BIN/sample-device-plugin.tmp" "$BIN/sample-device-plugin"
+	echo "$K8S_VERSION" >"$BIN/.sample-device-plugin-version"
 fi
 
 # ------------------------------------------------------------------ etcd ---

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	allocstate "k8s.io/kubernetes/pkg/kubelet/allocation/state"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
+	devcheckpoint "k8s.io/kubernetes/pkg/kubelet/cm/devicemanager/checkpoint"
 	"k8s.io/kubernetes/pkg/kubelet/container"
 )
 
@@ -62,6 +63,13 @@ func main() {
 	}
 	b, err = alloc.MarshalCheckpoint()
 	write(filepath.Join(dir, "..", "..", "..", "allocation", "testdata"), "kubelet-allocated_pods_state", b, err)
+	// The device manager's checkpoint (kubelet_internal_checkpoint).
+	devs := devcheckpoint.New([]devcheckpoint.PodDevicesEntry{{
+		PodUID: "6a1e3c1e-0000-4000-8000-000000000001", ContainerName: "app", ResourceName: "example.com/resource",
+		DeviceIDs: devcheckpoint.DevicesPerNUMA{0: {"Dev-1"}}, AllocResp: []byte{0x1a, 0x04, 0x0a, 0x02, 0x2f, 0x78},
+	}}, map[string][]string{"example.com/resource": {"Dev-1", "Dev-2"}})
+	b, err = devs.MarshalCheckpoint()
+	write(filepath.Join(dir, "..", "..", "..", "devicemanager", "checkpoint", "testdata"), "kubelet_internal_checkpoint", b, err)
 	// The kubelet's container hashes.
 	for _, c := range []v1.Container{{Name: "app", Image: "127.0.0.1:5055/nodeagent/busybox:1.36"}, {Name: "etcd", Image: "registry.k8s.io/etcd:3.6.4-0"}} {
 		fmt.Printf("%s\t%s\t%x\n", c.Name, c.Image, container.HashContainer(&c))

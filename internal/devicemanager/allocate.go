@@ -1,0 +1,333 @@
+package devicemanager
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/nodeagent/nodeagent/internal/devicemanager/checkpoint"
+)
+
+// Allocate gives each container of an admitted pod the devices its
+// limits ask for, init containers first, as the kubelet's device manager
+// does at admission: the devices of a regular init container are reused
+// by the containers after it; a sidecar keeps its own. A container that
+// holds its devices already (the pod admitted again after an agent
+// restart) keeps them. All or none: on an error, what this call gave is
+// taken back. The errors are the kubelet's (the caller words the
+// refusal).
+func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
+	reuse := map[string]sets.Set[string]{}
+	var made []string // containers given devices by this call
+	undo := func() {
+		m.mu.Lock()
+		for _, c := range made {
+			if cs := m.pods[p.UID]; cs != nil {
+				delete(cs, c)
+				if len(cs) == 0 {
+					delete(m.pods, p.UID)
+				}
+			}
+		}
+		m.mu.Unlock()
+	}
+	for _, c := range p.Spec.InitContainers {
+		got, err := m.allocateContainer(ctx, p, &c, reuse)
+		if err != nil {
+			undo()
+			return err
+		}
+		if got {
+			made = append(made, c.Name)
+		}
+		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+		for res, ids := range m.containerSets(p.UID, c.Name) {
+			if reuse[res] == nil {
+				reuse[res] = sets.New[string]()
+			}
+			if sidecar {
+				reuse[res] = reuse[res].Difference(ids)
+			} else {
+				reuse[res] = reuse[res].Union(ids)
+			}
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		got, err := m.allocateContainer(ctx, p, &c, reuse)
+		if err != nil {
+			undo()
+			return err
+		}
+		if got {
+			made = append(made, c.Name)
+		}
+		for res, ids := range m.containerSets(p.UID, c.Name) {
+			if reuse[res] != nil {
+				reuse[res] = reuse[res].Difference(ids)
+			}
+		}
+	}
+	if len(made) > 0 {
+		m.writeCheckpoint()
+	}
+	return nil
+}
+
+// containerSets is a container's devices by resource.
+func (m *Manager) containerSets(uid types.UID, container string) map[string]sets.Set[string] {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]sets.Set[string]{}
+	for res, a := range m.entry(uid, container, false) {
+		out[res] = a.set()
+	}
+	return out
+}
+
+// allocateContainer gives one container its devices of each device
+// resource in its limits; got tells whether it was given any.
+func (m *Manager) allocateContainer(ctx context.Context, p *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) (got bool, err error) {
+	for _, name := range slices.Sorted(maps.Keys(c.Resources.Limits)) {
+		res, q := string(name), c.Resources.Limits[name]
+		needed := int(q.Value())
+		ep, ids, err := m.choose(ctx, p.UID, c.Name, res, needed, reuse[res])
+		if err != nil || ids == nil {
+			if err != nil {
+				return got, err
+			}
+			continue
+		}
+		start := m.cfg.Clock.Now()
+		cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+		resp, err := ep.client.Allocate(cctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: sets.List(ids)}}})
+		cancel()
+		m.mu.Lock()
+		rs := m.entry(p.UID, c.Name, false)
+		switch {
+		case err != nil:
+			delete(rs, res)
+			err = fmt.Errorf("device plugin Allocate rpc failed with err: %w", err)
+		case len(resp.ContainerResponses) != 1:
+			delete(rs, res)
+			err = fmt.Errorf("no containers return in allocation response %v", resp)
+		default:
+			rs[res].resp = resp.ContainerResponses[0]
+			got = true
+		}
+		m.mu.Unlock()
+		if err != nil {
+			return got, err
+		}
+		m.log.Info("devices allocated", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("container", c.Name),
+			zap.String("resource", res), zap.Strings("devices", sets.List(ids)), zap.Duration("took", m.cfg.Clock.Since(start)))
+	}
+	return got, nil
+}
+
+// choose picks needed devices of res for the container and reserves
+// them (an entry without a response), returning its plugin; nil ids when
+// res is no device resource or the container holds its devices already.
+// Devices of earlier init containers (reuse) go first, then the plugin's
+// preferred ones if it offers a preference, then the others in order.
+func (m *Manager) choose(ctx context.Context, uid types.UID, container, res string, needed int, reuse sets.Set[string]) (*endpoint, sets.Set[string], error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.isDeviceResource(res) || needed <= 0 {
+		return nil, nil, nil
+	}
+	if a := m.entry(uid, container, false)[res]; a != nil {
+		if have := a.set().Len(); have != needed {
+			return nil, nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, container, res, have, needed)
+		}
+		return nil, nil, nil
+	}
+	ep := m.plugins[res]
+	if ep == nil {
+		if _, ok := m.devices[res]; !ok {
+			return nil, nil, fmt.Errorf("cannot allocate unregistered device %s", res)
+		}
+	}
+	healthy := sets.New[string]()
+	for id, d := range m.devices[res] {
+		if d.Health == pluginapi.Healthy {
+			healthy.Insert(id)
+		}
+	}
+	if ep == nil || healthy.Len() == 0 {
+		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s", res)
+	}
+	chosen := sets.New[string]()
+	take := func(from []string) bool {
+		for _, id := range from {
+			if chosen.Len() == needed {
+				break
+			}
+			chosen.Insert(id)
+		}
+		return chosen.Len() == needed
+	}
+	if !take(sets.List(reuse.Intersection(healthy))) {
+		available := healthy.Difference(m.allocatedLocked()[res]).Difference(chosen)
+		if available.Len() < needed-chosen.Len() {
+			return nil, nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed-chosen.Len(), available.Len())
+		}
+		if ep.opts.GetGetPreferredAllocationAvailable() {
+			if preferred, err := m.preferred(ctx, ep, available.Union(chosen), chosen, needed); err != nil {
+				return nil, nil, err
+			} else {
+				take(sets.List(sets.New(preferred...).Intersection(available)))
+			}
+		}
+		take(sets.List(available))
+	}
+	ids := checkpoint.DevicesPerNUMA{}
+	for _, id := range sets.List(chosen) {
+		d := m.devices[res][id]
+		if d == nil || d.Topology == nil || len(d.Topology.Nodes) == 0 {
+			ids[noTopology] = append(ids[noTopology], id)
+			continue
+		}
+		for _, n := range d.Topology.Nodes {
+			ids[n.ID] = append(ids[n.ID], id)
+		}
+	}
+	m.entry(uid, container, true)[res] = &alloc{ids: ids}
+	return ep, chosen, nil
+}
+
+// preferred asks the plugin which devices it prefers (called with the
+// lock held: the plugin answers from what it is given, and admission is
+// one pod at a time).
+func (m *Manager) preferred(ctx context.Context, ep *endpoint, available, mustInclude sets.Set[string], size int) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	resp, err := ep.client.GetPreferredAllocation(cctx, &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: sets.List(available), MustIncludeDeviceIDs: sets.List(mustInclude), AllocationSize: int32(size),
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("device plugin GetPreferredAllocation rpc failed with err: %w", err)
+	}
+	if len(resp.ContainerResponses) == 0 {
+		return nil, nil
+	}
+	return resp.ContainerResponses[0].DeviceIDs, nil
+}
+
+// MutateConfig puts a container's devices into its CRI config, as the
+// kubelet's GetDeviceRunContainerOptions: the plugins' environment
+// variables (before the container's own, which win), mounts, device
+// nodes, annotations and CDI device names, the first of each key kept;
+// a plugin that asks for it is told first (PreStartContainer, 30s).
+func (m *Manager) MutateConfig(ctx context.Context, p *v1.Pod, c *v1.Container, cfg *runtimeapi.ContainerConfig) error {
+	type pre struct {
+		ep  *endpoint
+		res string
+		ids []string
+	}
+	var calls []pre
+	var resps []*pluginapi.ContainerAllocateResponse
+	m.mu.Lock()
+	rs := m.entry(p.UID, c.Name, false)
+	for _, res := range slices.Sorted(maps.Keys(rs)) {
+		a := rs[res]
+		if a.resp == nil {
+			continue
+		}
+		resps = append(resps, a.resp)
+		if ep := m.plugins[res]; ep != nil && ep.opts.GetPreStartRequired() {
+			calls = append(calls, pre{ep, res, sets.List(a.set())})
+		} else if ep == nil {
+			if _, registered := m.devices[res]; registered {
+				m.mu.Unlock()
+				return fmt.Errorf("endpoint not found in cache for a registered resource: %s", res)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, call := range calls {
+		cctx, cancel := context.WithTimeout(ctx, pluginapi.KubeletPreStartContainerRPCTimeoutInSecs*time.Second)
+		_, err := call.ep.client.PreStartContainer(cctx, &pluginapi.PreStartContainerRequest{DevicesIds: call.ids})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("device plugin PreStartContainer rpc failed with err: %w", err)
+		}
+	}
+	envs, mounts, devs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	cdi := map[string]bool{}
+	var env []*runtimeapi.KeyValue
+	for _, r := range resps {
+		for _, k := range slices.Sorted(maps.Keys(r.Envs)) {
+			if !envs[k] {
+				envs[k] = true
+				env = append(env, &runtimeapi.KeyValue{Key: k, Value: []byte(r.Envs[k])})
+			}
+		}
+		for _, mt := range r.Mounts {
+			if !mounts[mt.ContainerPath] {
+				mounts[mt.ContainerPath] = true
+				cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: mt.ContainerPath, HostPath: mt.HostPath, Readonly: mt.ReadOnly})
+			}
+		}
+		for _, d := range r.Devices {
+			if !devs[d.ContainerPath] {
+				devs[d.ContainerPath] = true
+				cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.ContainerPath, HostPath: d.HostPath, Permissions: d.Permissions})
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(r.Annotations)) {
+			if cfg.Annotations == nil {
+				cfg.Annotations = map[string]string{}
+			}
+			if _, ok := cfg.Annotations[k]; !ok {
+				cfg.Annotations[k] = r.Annotations[k]
+			}
+		}
+		for _, d := range r.CdiDevices {
+			if d.Name != "" && !cdi[d.Name] {
+				cdi[d.Name] = true
+				cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: d.Name})
+			}
+		}
+	}
+	cfg.Envs = append(env, cfg.Envs...)
+	return nil
+}
+
+// ContainerDevices is a container's devices by resource, for the pod
+// resources API.
+func (m *Manager) ContainerDevices(uid types.UID, container string) map[string][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]string{}
+	for res, a := range m.entry(uid, container, false) {
+		if a.resp != nil {
+			out[res] = sets.List(a.set())
+		}
+	}
+	return out
+}
+
+// HealthyDevices is each resource's healthy devices, for the pod
+// resources API's allocatable devices.
+func (m *Manager) HealthyDevices() map[string][]*pluginapi.Device {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]*pluginapi.Device{}
+	for res, devs := range m.devices {
+		for _, id := range slices.Sorted(maps.Keys(devs)) {
+			if devs[id].Health == pluginapi.Healthy {
+				out[res] = append(out[res], devs[id])
+			}
+		}
+	}
+	return out
+}
