@@ -21,6 +21,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cpumanager"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/devicemanager"
 	"github.com/nodeagent/nodeagent/internal/dns"
 	"github.com/nodeagent/nodeagent/internal/eviction"
 	"github.com/nodeagent/nodeagent/internal/images"
@@ -31,6 +32,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/pleg"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podmanager"
+	"github.com/nodeagent/nodeagent/internal/podresources"
 	"github.com/nodeagent/nodeagent/internal/podsource"
 	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/prober"
@@ -68,6 +70,8 @@ type agent struct {
 	imageGC        *images.GC
 	vols           *podvolumes.Manager
 	cpuMgr         *cpumanager.Manager
+	devices        *devicemanager.Manager
+	podResources   *podresources.Server
 	cleanupCgroups func(running map[pod.UID]bool)
 	cgroupPhases   []cri.Phase
 	capacity       v1.ResourceList
@@ -211,6 +215,9 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	// The allocation manager (in-place resize): resizes are decided
 	// beside the active pods of the pod manager, which the loop fills.
 	a.desired = podmanager.New()
+	if err := a.newDevices(); err != nil {
+		return err
+	}
 	a.allocs, err = newAllocations(o, a.allocatable, a.events, a.desired.ActivePods, clk, log)
 	if err != nil {
 		return err
@@ -228,7 +235,7 @@ func (a *agent) newRuntime(context.Context) (err error) {
 	home, _ := os.UserHomeDir()
 	a.rt, err = cri.New(cri.Config{
 		Client: a.conn, Logger: a.log, Clock: a.clk, Probes: a.probes,
-		Phases:  append([]cri.Phase{cpusetPhase{a.cpuMgr}}, a.cgroupPhases...),
+		Phases:  append([]cri.Phase{cpusetPhase{a.cpuMgr}, devicePhase{a.devices}}, a.cgroupPhases...),
 		DNS:     &dns.Config{ClusterDNS: o.ClusterDNS, ClusterDomain: o.ClusterDomain, ResolvConf: *o.ResolverConfig},
 		RootDir: o.rootDir, PodLogsDir: o.PodLogsDir,
 		CallTimeout: o.RuntimeRequestTimeout.Duration, PullTimeout: o.imagePullTimeout,
@@ -354,6 +361,7 @@ func (a *agent) newLoop(ctx context.Context) (err error) {
 			a.rt.CleanupDirs(active) // a finished pod keeps its logs
 			a.cleanupCgroups(running)
 			a.cpuMgr.RemoveStale(running)
+			a.devices.RemoveStale(running)
 			a.allocs.RemoveOrphans(running)
 		},
 	})
@@ -375,7 +383,7 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 	return admit.Chain{
 		admit.PodOS(),
 		admit.MaxPods(int(o.MaxPods)),
-		admit.Resources(a.allocatable, a.allocs),
+		admit.ResourcesOf(a.admissionAllocatable, a.allocs),
 		admit.NodeSelector(a.labels),
 		admit.Taints(o.RegisterWithTaints),
 		admit.HostPorts(),
@@ -388,8 +396,9 @@ func (a *agent) admitChain(ctx context.Context) admit.Chain {
 			return f.SupplementalGroupsPolicy, err
 		}),
 		admit.NodeShutdown(a.shutdown.ShuttingDown, shutdown.NotAdmittedReason, shutdown.NotAdmittedMessage),
-		admit.CPUs(a.cpuMgr),     // last: they allocate
-		admit.Allocate(a.allocs), // after the CPUs: records what was admitted
+		admit.CPUs(a.cpuMgr), // last: they allocate
+		admit.Devices(ctx, a.devices),
+		admit.Allocate(a.allocs), // after the CPUs and devices: records what was admitted
 	}
 }
 

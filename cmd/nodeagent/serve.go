@@ -120,6 +120,7 @@ func (a *agent) runBesideLoop(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { a.logRotation.Run(ctx); return nil })
 	// The CPU manager's reconcile: it pushes cpusets with CRI calls.
 	g.Go(func() error { a.cpuMgr.Run(ctx, a.plegG); return nil })
+	g.Go(func() error { a.runDevices(ctx); return nil })
 	// Image GC, not in the loop's housekeeping: removals are CRI calls.
 	g.Go(func() error { a.imageGC.Run(ctx); return nil })
 	// Eviction: it reads the host and the runtime's stats, and hands its
@@ -163,6 +164,7 @@ func (a *agent) newNodeManager(ctx context.Context) (*node.Manager, error) {
 	return node.New(node.Config{
 		Client: a.api.Client.Heartbeat, Name: a.nodeName, Labels: a.labels, Taints: o.RegisterWithTaints, Register: *o.RegisterNode,
 		NodeIP: a.nodeIP, Hostname: a.nodeName, Capacity: a.capacity, Allocatable: a.allocatable,
+		Extended:       a.devices.Capacity,
 		RuntimeVersion: a.runtimeName + "://" + a.runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 		Pressure:      a.evict.Pressure,
 		RuntimeHealth: a.runtimeHealth.Err, NetworkHealth: a.podNet.Err, PLEGHealth: a.plegG.Healthy,

@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"context"
 	"errors"
 
 	v1 "k8s.io/api/core/v1"
@@ -30,5 +31,25 @@ func CPUs(a CPUAllocator) Handler {
 			return Result{Reason: r.Reason(), Message: err.Error()}
 		}
 		return Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
+	}}
+}
+
+// DeviceAllocator gives an admitted pod's containers their devices, all
+// or none (devicemanager.Manager); idempotent for an admitted pod.
+type DeviceAllocator interface {
+	Allocate(ctx context.Context, p *v1.Pod) error
+}
+
+// Devices refuses a pod whose devices cannot be allocated: the kubelet's
+// device manager admission, UnexpectedAdmissionError with "Allocate
+// failed due to …, which is unexpected". A pod asking for more devices
+// than the node has is refused before, by Resources (OutOf<resource>).
+// Like CPUs it allocates as it admits.
+func Devices(ctx context.Context, d DeviceAllocator) Handler {
+	return HandlerFunc{N: "DeviceManager", F: func(at *Attributes) Result {
+		if err := d.Allocate(ctx, at.Pod); err != nil {
+			return Result{Reason: "UnexpectedAdmissionError", Message: "Allocate failed due to " + err.Error() + ", which is unexpected"}
+		}
+		return Result{Admit: true}
 	}}
 }

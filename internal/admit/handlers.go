@@ -43,7 +43,12 @@ type AllocatedPods interface {
 // message is the kubelet's InsufficientResourceError: cpu in millicores,
 // the others in units.
 func Resources(allocatable v1.ResourceList, alloc AllocatedPods) Handler {
-	names := resourceOrder(allocatable)
+	return ResourcesOf(func() v1.ResourceList { return allocatable }, alloc)
+}
+
+// ResourcesOf is Resources over an allocatable that changes (device
+// plugins come and go): read at each admission.
+func ResourcesOf(allocatableOf func() v1.ResourceList, alloc AllocatedPods) Handler {
 	view := func(p *v1.Pod) *v1.Pod {
 		if alloc == nil {
 			return p
@@ -51,6 +56,8 @@ func Resources(allocatable v1.ResourceList, alloc AllocatedPods) Handler {
 		return alloc.AllocatedPod(p)
 	}
 	return HandlerFunc{N: "Resources", F: func(a *Attributes) Result {
+		allocatable := allocatableOf()
+		names := resourceOrder(allocatable)
 		want := resourcehelper.PodRequests(view(a.Pod), resourcehelper.PodResourcesOptions{})
 		var used v1.ResourceList
 		for _, name := range names {

@@ -292,6 +292,16 @@ func (m *Manager) SharedCPUs() cpuset.CPUSet {
 	return m.st.defaultSet
 }
 
+// AllocatableCPUs is what exclusive allocation draws from: every CPU
+// but the reserved ones under the static policy, none under none (the
+// kubelet's GetAllocatableCPUs, for the pod resources API).
+func (m *Manager) AllocatableCPUs() cpuset.CPUSet {
+	if !m.static {
+		return cpuset.New()
+	}
+	return m.topo.All().Difference(m.reserved)
+}
+
 // Assignments returns a copy of the exclusive assignments: pod UID →
 // container → CPUs.
 func (m *Manager) Assignments() map[string]map[string]cpuset.CPUSet {

@@ -26,6 +26,7 @@ import (
 // taken back. The errors are the kubelet's (the caller words the
 // refusal).
 func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
+	m.freeGone(p.UID)
 	reuse := map[string]sets.Set[string]{}
 	var made []string // containers given devices by this call
 	undo := func() {
@@ -76,10 +77,37 @@ func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
 			}
 		}
 	}
+	m.mu.Lock()
+	m.admitted.Insert(p.UID)
+	m.mu.Unlock()
 	if len(made) > 0 {
 		m.writeCheckpoint()
 	}
 	return nil
+}
+
+// freeGone frees the devices of the pods admitted by this run that are
+// gone (Config.Gone), but the one being admitted.
+func (m *Manager) freeGone(admitting types.UID) {
+	if m.cfg.Gone == nil {
+		return
+	}
+	m.mu.Lock()
+	var freed []types.UID
+	for uid := range m.admitted {
+		if uid != admitting && m.cfg.Gone(uid) {
+			m.admitted.Delete(uid)
+			if _, ok := m.pods[uid]; ok {
+				delete(m.pods, uid)
+				freed = append(freed, uid)
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(freed) > 0 {
+		m.log.Info("devices of gone pods freed", zap.Any("pods", freed))
+		m.writeCheckpoint()
+	}
 }
 
 // containerSets is a container's devices by resource.

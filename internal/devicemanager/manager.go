@@ -44,6 +44,14 @@ type Config struct {
 	// CallTimeout bounds each call to a plugin but ListAndWatch (10s);
 	// PreStartContainer has the kubelet's 30s.
 	CallTimeout time.Duration
+	// Gone, if set, tells whether a pod has finished or left the node
+	// (the pod manager's view): an allocation then frees such pods'
+	// devices first, as the kubelet's frees those of inactive pods, so a
+	// pod placed right after another was deleted gets its devices without
+	// waiting for housekeeping. Only pods this run has seen admitted are
+	// asked about: one restored from the checkpoint may not have been
+	// admitted again yet.
+	Gone func(uid types.UID) bool
 	// OnChange, if set, is called (without the manager's lock) when a
 	// resource's devices or health change: the node's capacity did.
 	OnChange func()
@@ -64,6 +72,7 @@ type Manager struct {
 	stoppedAt map[string]time.Time                       // resource → when its plugin went
 	removed   sets.Set[string]                           // resources gone past the grace period: reported as 0
 	pods      map[types.UID]map[string]map[string]*alloc // pod → container → resource
+	admitted  sets.Set[types.UID]                        // pods admitted by this run (Gone may free them)
 	server    *grpc.Server
 	// wmu orders checkpoint writes: each writes a snapshot taken under it.
 	wmu sync.Mutex
@@ -100,7 +109,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.Named("devicemanager"),
 		plugins: map[string]*endpoint{}, devices: map[string]map[string]*pluginapi.Device{},
 		stoppedAt: map[string]time.Time{}, removed: sets.New[string](),
-		pods: map[types.UID]map[string]map[string]*alloc{},
+		pods: map[types.UID]map[string]map[string]*alloc{}, admitted: sets.New[types.UID](),
 	}
 	cp, err := checkpoint.Read(cfg.Dir)
 	if err != nil {
@@ -337,6 +346,11 @@ func (m *Manager) RemoveStale(running map[types.UID]bool) {
 		if !running[uid] {
 			gone = append(gone, uid)
 			delete(m.pods, uid)
+		}
+	}
+	for uid := range m.admitted {
+		if !running[uid] {
+			m.admitted.Delete(uid)
 		}
 	}
 	m.mu.Unlock()

@@ -98,10 +98,12 @@ type rig struct {
 	done    chan struct{}
 }
 
-func newRig(t *testing.T, dir string) *rig {
+func newRig(t *testing.T, dir string) *rig { return newRigGone(t, dir, nil) }
+
+func newRigGone(t *testing.T, dir string, gone func(types.UID) bool) *rig {
 	t.Helper()
 	r := &rig{clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), dir: dir, changes: make(chan struct{}, 100), done: make(chan struct{})}
-	m, err := New(Config{Dir: dir, Clock: r.clk, Logger: zaptest.NewLogger(t), OnChange: func() { r.changes <- struct{}{} }})
+	m, err := New(Config{Dir: dir, Clock: r.clk, Logger: zaptest.NewLogger(t), Gone: gone, OnChange: func() { r.changes <- struct{}{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,5 +344,50 @@ func TestRegistrationRefused(t *testing.T) {
 	}
 	if capacity, _ := r.m.Capacity(); len(capacity) != 0 {
 		t.Errorf("capacity after refusals: %v", capacity)
+	}
+}
+
+// A pod placed right after another left gets the devices it freed: the
+// allocation frees gone pods first, but never a pod restored from the
+// checkpoint and not admitted again by this run.
+func TestAllocationFreesGonePods(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	gone := map[types.UID]bool{}
+	isGone := func(uid types.UID) bool { mu.Lock(); defer mu.Unlock(); return gone[uid] }
+	r := newRigGone(t, dir, isGone)
+	p := &fakePlugin{devs: devs("d1", "d2"), opts: &pluginapi.DevicePluginOptions{}}
+	p.serve(t, dir, "fake.sock")
+	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitChange(t)
+	ctx := context.Background()
+	if err := r.m.Allocate(ctx, podAsking("old", 2)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	gone["old"] = true
+	mu.Unlock()
+	if err := r.m.Allocate(ctx, podAsking("new", 2)); err != nil {
+		t.Fatalf("the gone pod's devices were not freed: %v", err)
+	}
+	r.stop()
+
+	// Restarted: "new" comes back from the checkpoint; Gone says yes to
+	// everything, yet it keeps its devices until it is admitted again.
+	mu.Lock()
+	gone["new"] = true
+	mu.Unlock()
+	r2 := newRigGone(t, dir, isGone)
+	p.srv.Stop()
+	p2 := &fakePlugin{devs: devs("d1", "d2"), opts: &pluginapi.DevicePluginOptions{}}
+	p2.serve(t, dir, "fake2.sock")
+	if err := r2.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake2.sock", ResourceName: res}); err != nil {
+		t.Fatal(err)
+	}
+	r2.waitChange(t)
+	if err := r2.m.Allocate(ctx, podAsking("third", 1)); err == nil {
+		t.Error("a pod restored from the checkpoint lost its devices before being admitted again")
 	}
 }

@@ -43,6 +43,10 @@ type Config struct {
 	Hostname string
 	// Capacity and Allocatable are the node's resources.
 	Capacity, Allocatable v1.ResourceList
+	// Extended, if set, gives resources that come and go (device
+	// plugins'), added to Capacity and Allocatable; a change is posted
+	// within a second.
+	Extended func() (capacity, allocatable v1.ResourceList)
 	// RuntimeVersion is "<runtime>://<version>"; AgentVersion is reported
 	// as kubeletVersion.
 	RuntimeVersion, AgentVersion string
@@ -207,7 +211,26 @@ func (m *Manager) healthKey() string {
 		}
 		s += "|"
 	}
+	if m.cfg.Extended != nil {
+		capacity, allocatable := m.cfg.Extended()
+		s += resourcesKey(capacity) + "|" + resourcesKey(allocatable)
+	}
 	return s
+}
+
+// resourcesKey is l printed in name order.
+func resourcesKey(l v1.ResourceList) string {
+	names := make([]string, 0, len(l))
+	for k := range l {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		q := l[v1.ResourceName(n)]
+		b.WriteString(n + "=" + q.String() + ",")
+	}
+	return b.String()
 }
 
 // ownLease makes the Node the Lease's owner, so it goes with the Node.
@@ -377,6 +400,15 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 	st := *old.DeepCopy()
 	st.Capacity = m.cfg.Capacity.DeepCopy()
 	st.Allocatable = m.cfg.Allocatable.DeepCopy()
+	if m.cfg.Extended != nil {
+		capacity, allocatable := m.cfg.Extended()
+		for k, q := range capacity {
+			st.Capacity[k] = q
+		}
+		for k, q := range allocatable {
+			st.Allocatable[k] = q
+		}
+	}
 	st.NodeInfo = m.info
 	st.DaemonEndpoints = v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: m.cfg.Port}}
 	st.Addresses = nil

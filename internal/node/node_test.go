@@ -201,3 +201,34 @@ func TestOnRegisteredOncePerNodeUID(t *testing.T) {
 		t.Fatalf("OnRegistered called %d times, want 2 (u1, then u2)", calls)
 	}
 }
+
+// Device plugins' resources join the node's capacity and allocatable,
+// and a change of them changes the key the status loop posts on.
+func TestExtendedResourcesInStatus(t *testing.T) {
+	cs := fake.NewClientset()
+	var runtimeErr error
+	m, _ := newTestManager(t, cs, &runtimeErr)
+	devs := int64(2)
+	m.cfg.Extended = func() (v1.ResourceList, v1.ResourceList) {
+		return v1.ResourceList{"example.com/r": *resource.NewQuantity(devs, resource.DecimalSI)},
+			v1.ResourceList{"example.com/r": *resource.NewQuantity(devs-1, resource.DecimalSI)}
+	}
+	ctx := context.Background()
+	if err := m.registerOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	m.uid = "x"
+	m.mu.Unlock()
+	m.updateStatus(ctx, true)
+	n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	capacity, allocatable := n.Status.Capacity["example.com/r"], n.Status.Allocatable["example.com/r"]
+	if capacity.Value() != 2 || allocatable.Value() != 1 || n.Status.Capacity.Cpu().Value() != 2 {
+		t.Fatalf("capacity %v allocatable %v", n.Status.Capacity, n.Status.Allocatable)
+	}
+	key := m.healthKey()
+	devs = 3
+	if m.healthKey() == key {
+		t.Error("a new device does not change the status key")
+	}
+}
