@@ -185,17 +185,28 @@ func TestAPIDevicePlugin(t *testing.T) {
 
 	// An agent restart: the container and its device stay; the plugin
 	// registers with the new agent (the sample plugin retries after 10s).
+	listed := strings.Count(a.out.String(), "device plugin listed its devices")
 	a.stop()
 	a.start()
 	eventually(t, 30*time.Second, "pod resources served again", func() bool {
 		_, err := os.Stat(filepath.Join(a.root, "pod-resources", "kubelet.sock"))
 		return err == nil
 	})
-	list, _ = podResources(t, a)
+	// Listed once the API's pods are admitted again (the socket is served
+	// from the start).
+	eventually(t, 30*time.Second, "dev-one listed with its device after the restart", func() bool {
+		list, _ = podResources(t, a)
+		return len(listedDevices(list, one.Name, "main")) > 0
+	})
 	if got := listedDevices(list, one.Name, "main"); len(got) != 1 || got[0] != held[0] {
 		t.Errorf("after the restart dev-one holds %v, want %v", got, held)
 	}
-	eventually(t, 60*time.Second, "the plugin registered again: 2 allocatable", func() bool {
+	// The Node's status still shows what the agent before the restart
+	// posted: the new agent's log tells when the plugin is back.
+	eventually(t, 60*time.Second, "the plugin registered again with the new agent", func() bool {
+		return strings.Count(a.out.String(), "device plugin listed its devices") > listed
+	})
+	eventually(t, 30*time.Second, "2 allocatable again", func() bool {
 		capacity, allocatable := nodeDevices(c, a.node)
 		return capacity == 2 && allocatable == 2
 	})

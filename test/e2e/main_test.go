@@ -229,7 +229,9 @@ func (a *agent) status(name string) *v1.Pod {
 }
 
 func (a *agent) dump() {
-	a.t.Logf("---- nodeagent log (%s) ----\n%s", a.node, tail(a.out.String(), 150))
+	full := filepath.Join(os.TempDir(), "nodeagent-e2e-agent-"+a.node+".log")
+	os.WriteFile(full, []byte(a.out.String()), 0o644)
+	a.t.Logf("---- nodeagent log (%s; in full: %s) ----\n%s", a.node, full, tail(a.out.String(), 150))
 	sbs, cs := a.runtimeState()
 	for _, sb := range sbs {
 		a.t.Logf("sandbox %s %s attempt=%d %s", sb.Id[:12], sb.Metadata.Name, sb.Metadata.Attempt, sb.State)
