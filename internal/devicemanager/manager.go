@@ -297,8 +297,9 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList) {
 // admitted pods hold where they hold more (the kubelet's
 // sanitizeNodeAllocatable): right after an agent restart a plugin has
 // not registered again, and the pods that run with its devices are
-// admitted again all the same.
+// admitted again all the same. Gone pods' devices are freed first.
 func (m *Manager) AdmissionAllocatable() v1.ResourceList {
+	m.freeGone("") // the pod being admitted is new: none of this run's
 	_, allocatable := m.Capacity()
 	m.mu.Lock()
 	defer m.mu.Unlock()
