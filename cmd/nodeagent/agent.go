@@ -54,6 +54,7 @@ type agent struct {
 
 	// identify
 	nodeName, nodeIP, statusDir string
+	labels                      map[string]string // the Node's
 	// connectRuntime
 	mets                        *metrics.Metrics
 	conn                        *cri.Conn
@@ -85,7 +86,6 @@ type agent struct {
 	mux         *podsource.Mux
 	runSources  []func(context.Context) error
 	plegG       *pleg.Generic
-	labels      map[string]string
 	loop        *syncloop.Loop
 	evict       *eviction.Manager
 	evictions   *syncloop.Evictions
@@ -123,6 +123,10 @@ func (a *agent) identify(context.Context) error {
 	}
 	if a.statusDir = o.statusDir; a.statusDir == "" {
 		a.statusDir = filepath.Join(o.rootDir, "status")
+	}
+	a.labels = map[string]string{"kubernetes.io/hostname": a.nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
+	for k, v := range o.nodeLabels {
+		a.labels[k] = v
 	}
 	a.log.Info("starting nodeagent", zap.String("node", a.nodeName), zap.String("nodeIP", a.nodeIP),
 		zap.String("manifestDir", o.StaticPodPath), zap.String("runtime", o.ContainerRuntimeEndpoint))
@@ -200,7 +204,8 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 		return err
 	}
 	// Pod directories and the volumes in them.
-	if a.vols, err = podvolumes.New(podvolumes.Config{RootDir: o.rootDir, NodeIP: a.nodeIP, Objects: a.api.PodObjects(), Clock: clk, Logger: log}); err != nil {
+	if a.vols, err = podvolumes.New(podvolumes.Config{RootDir: o.rootDir, NodeIP: a.nodeIP, Objects: a.api.PodObjects(),
+		Claims: a.api.Claims(), NodeName: a.nodeName, NodeLabels: a.labels, Clock: clk, Logger: log}); err != nil {
 		return err
 	}
 	if a.cpuMgr, err = newCPUManager(o, a.conn, clk, log); err != nil {
@@ -326,10 +331,6 @@ func (a *agent) newSources(ctx context.Context) error {
 // newLoop builds the sync loop with its admission chains.
 func (a *agent) newLoop(ctx context.Context) (err error) {
 	o := a.o
-	a.labels = map[string]string{"kubernetes.io/hostname": a.nodeName, "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH}
-	for k, v := range o.nodeLabels {
-		a.labels[k] = v
-	}
 	// As the kubelet's syncLoop health check: twice the resync period, at
 	// least 5 minutes.
 	a.loopAlive = watchdog.NewLoop(a.clk, max(2*o.SyncFrequency.Duration, 5*time.Minute))

@@ -34,7 +34,9 @@
 // makes a token 0600 when one applies), tmpfs for secrets (they are
 // written to the pod directory, 0750 up to the volume),
 // clusterTrustBundle and podCertificate projections, volume plugins
-// (persistentVolumeClaim and the like are refused).
+// (nfs, iscsi and the like are refused), CSI persistent volumes.
+// persistentVolumeClaim and generic ephemeral volumes are resolved to
+// their bound PersistentVolume (claims.go): hostPath and local ones.
 //
 // Why its own package: package volume keeps the low-level, pod-agnostic
 // pieces (emptyDir and hostPath checks, safe subPath bind mounts, the

@@ -211,8 +211,10 @@ func TestMountsErrors(t *testing.T) {
 			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}},
 			wantErr: `volume "v": projected volumes with sources other than downwardAPI need an API server: nodeagent runs standalone (no --kubeconfig)`},
 		{name: "missing configMap", api: true, source: cfg, wantErr: `volume "v": configmap "x" not found`},
-		{name: "persistentVolumeClaim", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
-			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected and image are)`},
+		{name: "persistentVolumeClaim standalone", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
+			wantErr: `volume "v": error processing PVC default/x: nodeagent runs standalone (no --kubeconfig)`},
+		{name: "nfs", source: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}},
+			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim and ephemeral are)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

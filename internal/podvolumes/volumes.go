@@ -135,8 +135,10 @@ func (m *Manager) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP
 			}
 		}
 		return dir, true, err
+	case v.PersistentVolumeClaim != nil || v.Ephemeral != nil:
+		return m.claimPath(ctx, p, v)
 	}
-	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected and image are)")
+	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim and ephemeral are)")
 }
 
 // isRendered tells the volumes whose content the agent writes from API

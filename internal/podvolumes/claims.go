@@ -1,0 +1,85 @@
+package podvolumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/nodeagent/nodeagent/internal/volume"
+)
+
+// Claims reads PersistentVolumeClaims and PersistentVolumes from the API
+// server (nil in standalone mode). Errors for a missing object satisfy
+// apierrors.IsNotFound.
+type Claims interface {
+	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
+	PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
+}
+
+// claimPath resolves a persistentVolumeClaim volume, or a generic
+// ephemeral one (the claim <pod>-<volume> the ephemeral volume
+// controller makes, owned by the pod), to its PersistentVolume and
+// returns the path to mount, as the kubelet's volume manager does: the
+// claim must be bound, the volume bound to it, its node affinity this
+// node's. hostPath volumes honour their type; local volumes are mounted
+// from their path, which must exist. The errors are the kubelet's; the
+// container waits (CreateContainerConfigError) and the next sync looks
+// again, so a pod whose claim binds later starts then.
+func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, bool, error) {
+	name, readOnly := "", false
+	if v.PersistentVolumeClaim != nil {
+		name, readOnly = v.PersistentVolumeClaim.ClaimName, v.PersistentVolumeClaim.ReadOnly
+	} else {
+		name = p.Name + "-" + v.Name
+	}
+	if m.cfg.Claims == nil {
+		return "", false, fmt.Errorf("error processing PVC %s/%s: %w", p.Namespace, name, errStandalone)
+	}
+	pvc, err := m.cfg.Claims.PersistentVolumeClaim(ctx, p.Namespace, name)
+	if err != nil {
+		return "", false, fmt.Errorf("error processing PVC %s/%s: %w", p.Namespace, name, err)
+	}
+	if v.Ephemeral != nil && !metav1.IsControlledBy(pvc, p) {
+		return "", false, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", p.Namespace, name, p.Namespace, p.Name)
+	}
+	if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
+		return "", false, fmt.Errorf("PVC %s/%s has non-bound phase (%q) or empty pvc.Spec.VolumeName (%q)", p.Namespace, name, pvc.Status.Phase, pvc.Spec.VolumeName)
+	}
+	pv, err := m.cfg.Claims.PersistentVolume(ctx, pvc.Spec.VolumeName)
+	if err != nil {
+		return "", false, fmt.Errorf("error processing PVC %s/%s: failed to fetch PV %s from API server: %w", p.Namespace, name, pvc.Spec.VolumeName, err)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.UID != pvc.UID {
+		return "", false, fmt.Errorf("error processing PVC %s/%s: PV %s is not bound to it", p.Namespace, name, pv.Name)
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return "", false, fmt.Errorf("PV %s: volumeMode Block is not supported by nodeagent", pv.Name)
+	}
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.cfg.NodeLabels}}
+		if ok, err := nodeaffinity.NewLazyErrorNodeSelector(a.Required).Match(node); err != nil || !ok {
+			return "", false, fmt.Errorf("volume node affinity conflict: PV %s is not for node %s", pv.Name, m.cfg.NodeName)
+		}
+	}
+	switch src := pv.Spec.PersistentVolumeSource; {
+	case src.HostPath != nil:
+		return src.HostPath.Path, readOnly, volume.CheckHostPath(src.HostPath)
+	case src.Local != nil:
+		info, err := os.Stat(src.Local.Path)
+		if err != nil {
+			return "", false, fmt.Errorf("local volume %s: %w", pv.Name, err)
+		}
+		if !info.IsDir() {
+			return "", false, fmt.Errorf("local volume %s: %s is not a directory (volumeMode Filesystem)", pv.Name, src.Local.Path)
+		}
+		return src.Local.Path, readOnly, nil
+	case src.CSI != nil:
+		return "", false, fmt.Errorf("PV %s: CSI volumes (driver %s) are not supported by nodeagent yet", pv.Name, src.CSI.Driver)
+	}
+	return "", false, errors.New("PV " + pv.Name + ": volume source not supported (hostPath and local are)")
+}
