@@ -7,6 +7,7 @@
 #   sample-device-plugin (the device plugin tests)     k8s.io/kubernetes $K8S_VERSION test/images
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
 #   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
+#   local-path-provisioner (the PVC tests)             github.com/rancher/local-path-provisioner $LOCAL_PATH_VERSION
 #
 # into $NODEAGENT_RIG_CACHE/bin (default /root/.cache/nodeagent-rig/bin).
 # k8s.io/kubernetes replaces its k8s.io/* staging modules with ./staging/src/…,
@@ -18,6 +19,7 @@ set -euo pipefail
 K8S_VERSION="${RIG_K8S_VERSION:-v1.37.2}"
 ETCD_VERSION="${RIG_ETCD_VERSION:-v3.6.16}"
 METRICS_SERVER_VERSION="${RIG_METRICS_SERVER_VERSION:-v0.9.0}"
+LOCAL_PATH_VERSION="${RIG_LOCAL_PATH_VERSION:-v0.0.30}"
 CACHE="${NODEAGENT_RIG_CACHE:-/root/.cache/nodeagent-rig}"
 BIN="$CACHE/bin"
 SCRATCH="$CACHE/src"
@@ -156,5 +158,16 @@ GO
 	go build -trimpath -ldflags "-s -w" -o "$BIN/metrics-server.tmp" sigs.k8s.io/metrics-server/cmd/metrics-server
 	mv "$BIN/metrics-server.tmp" "$BIN/metrics-server"
 	echo "$ms_stamp" >"$BIN/.metrics-server-version"
+fi
+# ------------------------------------------------ local-path-provisioner ---
+# k3s's default storage, run as a host process by the PVC tests: its
+# go.mod has no replaces, so go install builds it.
+if stamp_ok local-path-provisioner "$LOCAL_PATH_VERSION"; then
+	log "local-path-provisioner $LOCAL_PATH_VERSION present in $BIN"
+else
+	log "building local-path-provisioner $LOCAL_PATH_VERSION"
+	GOFLAGS= GOBIN="$SCRATCH/local-path-bin" go install -trimpath -ldflags "-s -w" "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION"
+	mv "$SCRATCH/local-path-bin/local-path-provisioner" "$BIN/local-path-provisioner"
+	echo "$LOCAL_PATH_VERSION" >"$BIN/.local-path-provisioner-version"
 fi
 log "done"

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/nodeagent/nodeagent/internal/volume"
@@ -31,12 +32,7 @@ type Claims interface {
 // container waits (CreateContainerConfigError) and the next sync looks
 // again, so a pod whose claim binds later starts then.
 func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, bool, error) {
-	name, readOnly := "", false
-	if v.PersistentVolumeClaim != nil {
-		name, readOnly = v.PersistentVolumeClaim.ClaimName, v.PersistentVolumeClaim.ReadOnly
-	} else {
-		name = p.Name + "-" + v.Name
-	}
+	name, readOnly := ClaimName(p, v), v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 	if m.cfg.Claims == nil {
 		return "", false, fmt.Errorf("error processing PVC %s/%s: %w", p.Namespace, name, errStandalone)
 	}
@@ -68,7 +64,11 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 	}
 	switch src := pv.Spec.PersistentVolumeSource; {
 	case src.HostPath != nil:
-		return src.HostPath.Path, readOnly, volume.CheckHostPath(src.HostPath)
+		if err := volume.CheckHostPath(src.HostPath); err != nil {
+			return "", false, err
+		}
+		m.claimed(p, v, src.HostPath.Path)
+		return src.HostPath.Path, readOnly, nil
 	case src.Local != nil:
 		info, err := os.Stat(src.Local.Path)
 		if err != nil {
@@ -77,9 +77,35 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		if !info.IsDir() {
 			return "", false, fmt.Errorf("local volume %s: %s is not a directory (volumeMode Filesystem)", pv.Name, src.Local.Path)
 		}
+		m.claimed(p, v, src.Local.Path)
 		return src.Local.Path, readOnly, nil
 	case src.CSI != nil:
 		return "", false, fmt.Errorf("PV %s: CSI volumes (driver %s) are not supported by nodeagent yet", pv.Name, src.CSI.Driver)
 	}
 	return "", false, errors.New("PV " + pv.Name + ": volume source not supported (hostPath and local are)")
+}
+
+// claimed records where a pod's claim volume is, for its stats.
+func (m *Manager) claimed(p *v1.Pod, v *v1.Volume, path string) {
+	m.cmu.Lock()
+	defer m.cmu.Unlock()
+	if m.claims == nil {
+		m.claims = map[types.UID]map[string]string{}
+	}
+	if m.claims[p.UID] == nil {
+		m.claims[p.UID] = map[string]string{}
+	}
+	m.claims[p.UID][v.Name] = path
+}
+
+// ClaimName is the claim a persistentVolumeClaim or generic ephemeral
+// volume uses, "" for other volumes.
+func ClaimName(p *v1.Pod, v *v1.Volume) string {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName
+	case v.Ephemeral != nil:
+		return p.Name + "-" + v.Name
+	}
+	return ""
 }

@@ -96,6 +96,14 @@ func TestClaimVolumes(t *testing.T) {
 	if path, ro, err := mount(m, claim("local", false)); err != nil || path != dir || ro {
 		t.Errorf("local PV for this node: %q %v %v", path, ro, err)
 	}
+	// Its stats are read where it is.
+	p := volPod([]v1.Volume{claim("local", false)}, nil)
+	if got, memory := m.LocalDir(p, &p.Spec.Volumes[0]); got != dir || memory {
+		t.Errorf("LocalDir of a mounted claim: %q %v", got, memory)
+	}
+	if got := podvolumes.ClaimName(p, &p.Spec.Volumes[0]); got != "local" {
+		t.Errorf("ClaimName %q", got)
+	}
 	for _, tc := range []struct {
 		v    v1.Volume
 		want string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,9 @@ type Manager struct {
 	log    *zap.Logger
 	node   downward.Node
 	tokens tokenCache // service account tokens of projected volumes
+
+	cmu    sync.Mutex
+	claims map[types.UID]map[string]string // the paths of pods' claim volumes, for their stats
 }
 
 // New validates cfg and returns a Manager.
@@ -85,12 +89,22 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 			m.removeDir(filepath.Join(root, e.Name()))
 		}
 	}
+	m.cmu.Lock()
+	for uid := range m.claims {
+		if !active[pod.UID(uid)] {
+			delete(m.claims, uid)
+		}
+	}
+	m.cmu.Unlock()
 }
 
 // Release tears down a finished pod's volumes — unmounted (tmpfs,
 // subPath binds) and removed, as the kubelet tears down a terminated
 // pod's volumes — keeping the rest of its directory until the pod goes.
 func (m *Manager) Release(uid types.UID) error {
+	m.cmu.Lock()
+	delete(m.claims, uid)
+	m.cmu.Unlock()
 	dir := m.Dir(uid)
 	for _, sub := range []string{"volume-subpaths", "volumes"} {
 		if err := volume.RemoveAll(filepath.Join(dir, sub)); err != nil {

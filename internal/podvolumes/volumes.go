@@ -218,8 +218,15 @@ func (m *Manager) renderedDir(p *v1.Pod, v *v1.Volume) string {
 // lives — emptyDir, configMap, secret, downwardAPI, projected — and
 // whether it is memory-backed (a tmpfs: a memory emptyDir, secrets and
 // projected volumes); "" for a volume that is not (hostPath, image).
+// A persistent volume claim's (or generic ephemeral) volume is its
+// volume's path once a container mounted it.
 // For the stats of the pod's volumes; the directory may not exist yet.
 func (m *Manager) LocalDir(p *v1.Pod, v *v1.Volume) (dir string, memory bool) {
+	if ClaimName(p, v) != "" {
+		m.cmu.Lock()
+		defer m.cmu.Unlock()
+		return m.claims[p.UID][v.Name], false
+	}
 	if v.EmptyDir != nil {
 		return volume.EmptyDirPath(m.Dir(p.UID), v.Name), v.EmptyDir.Medium == v1.StorageMediumMemory
 	}

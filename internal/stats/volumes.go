@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
@@ -89,7 +90,11 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 				out.inodes += n
 			}
 		}
-		out.stats = append(out.stats, statsapi.VolumeStats{Name: v.Name, FsStats: *fs})
+		vst := statsapi.VolumeStats{Name: v.Name, FsStats: *fs}
+		if claim := podvolumes.ClaimName(pd, v); claim != "" {
+			vst.PVCRef = &statsapi.PVCReference{Name: claim, Namespace: pd.Namespace}
+		}
+		out.stats = append(out.stats, vst)
 	}
 	p.vols.mu.Lock()
 	if p.vols.pods == nil {
@@ -110,3 +115,4 @@ func (p *Provider) forgetVolumes(keep map[string]bool) {
 		}
 	}
 }
+
