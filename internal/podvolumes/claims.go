@@ -67,7 +67,7 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		if err := volume.CheckHostPath(src.HostPath); err != nil {
 			return "", false, err
 		}
-		m.claimed(p, v, src.HostPath.Path)
+		m.claimed(p, v, claimVolume{path: src.HostPath.Path})
 		return src.HostPath.Path, readOnly, nil
 	case src.Local != nil:
 		info, err := os.Stat(src.Local.Path)
@@ -77,7 +77,7 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		if !info.IsDir() {
 			return "", false, fmt.Errorf("local volume %s: %s is not a directory (volumeMode Filesystem)", pv.Name, src.Local.Path)
 		}
-		m.claimed(p, v, src.Local.Path)
+		m.claimed(p, v, claimVolume{path: src.Local.Path, local: true})
 		return src.Local.Path, readOnly, nil
 	case src.CSI != nil:
 		return "", false, fmt.Errorf("PV %s: CSI volumes (driver %s) are not supported by nodeagent yet", pv.Name, src.CSI.Driver)
@@ -85,17 +85,24 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 	return "", false, errors.New("PV " + pv.Name + ": volume source not supported (hostPath and local are)")
 }
 
-// claimed records where a pod's claim volume is, for its stats.
-func (m *Manager) claimed(p *v1.Pod, v *v1.Volume, path string) {
+// claimVolume is where a pod's claim volume is (for its stats) and
+// whether it is a local volume (its ownership is the fsGroup's).
+type claimVolume struct {
+	path  string
+	local bool
+}
+
+// claimed records a pod's mounted claim volume.
+func (m *Manager) claimed(p *v1.Pod, v *v1.Volume, c claimVolume) {
 	m.cmu.Lock()
 	defer m.cmu.Unlock()
 	if m.claims == nil {
-		m.claims = map[types.UID]map[string]string{}
+		m.claims = map[types.UID]map[string]claimVolume{}
 	}
 	if m.claims[p.UID] == nil {
-		m.claims[p.UID] = map[string]string{}
+		m.claims[p.UID] = map[string]claimVolume{}
 	}
-	m.claims[p.UID][v.Name] = path
+	m.claims[p.UID][v.Name] = c
 }
 
 // ClaimName is the claim a persistentVolumeClaim or generic ephemeral

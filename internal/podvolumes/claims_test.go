@@ -2,7 +2,9 @@ package podvolumes_test
 
 import (
 	"context"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,5 +128,38 @@ func TestClaimVolumes(t *testing.T) {
 	standalone, _ := podvolumes.New(podvolumes.Config{RootDir: t.TempDir(), Clock: clk, Logger: zaptest.NewLogger(t)})
 	if _, _, err := mount(standalone, claim("host", false)); err == nil || !strings.Contains(err.Error(), "standalone") {
 		t.Errorf("standalone: %v", err)
+	}
+}
+
+// A pod's fsGroup owns its emptyDir (and configMap, secret, …, local
+// volumes), not a hostPath volume.
+func TestFSGroupOwnsVolumes(t *testing.T) {
+	host := t.TempDir()
+	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	m, err := podvolumes.New(podvolumes.Config{RootDir: t.TempDir(), Clock: clk, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := volPod([]v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: host}}},
+	}, []v1.VolumeMount{{Name: "scratch", MountPath: "/s"}, {Name: "host", MountPath: "/h"}})
+	p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To(int64(2345))}
+	ms, err := m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", nil, noExpand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid := func(path string) uint32 {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Sys().(*syscall.Stat_t).Gid
+	}
+	if got := gid(ms[0].HostPath); got != 2345 {
+		t.Errorf("emptyDir group %d, want the fsGroup", got)
+	}
+	if got := gid(host); got == 2345 {
+		t.Error("a hostPath volume was given to the fsGroup")
 	}
 }

@@ -47,7 +47,8 @@ type Manager struct {
 	tokens tokenCache // service account tokens of projected volumes
 
 	cmu    sync.Mutex
-	claims map[types.UID]map[string]string // the paths of pods' claim volumes, for their stats
+	claims map[types.UID]map[string]claimVolume // pods' claim volumes once mounted
+	owned  map[types.UID]map[string]bool        // volumes given to their pod's fsGroup
 }
 
 // New validates cfg and returns a Manager.
@@ -95,6 +96,11 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 			delete(m.claims, uid)
 		}
 	}
+	for uid := range m.owned {
+		if !active[pod.UID(uid)] {
+			delete(m.owned, uid)
+		}
+	}
 	m.cmu.Unlock()
 }
 
@@ -104,6 +110,7 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 func (m *Manager) Release(uid types.UID) error {
 	m.cmu.Lock()
 	delete(m.claims, uid)
+	delete(m.owned, uid)
 	m.cmu.Unlock()
 	dir := m.Dir(uid)
 	for _, sub := range []string{"volume-subpaths", "volumes"} {

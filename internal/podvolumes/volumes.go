@@ -65,6 +65,9 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 			continue
 		}
 		host, readOnly, err := m.volumePath(ctx, p, v, podIP)
+		if err == nil {
+			err = m.own(p, v, host, readOnly)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", vm.Name, err)
 		}
@@ -174,6 +177,9 @@ func (m *Manager) renderVolume(ctx context.Context, p *v1.Pod, v *v1.Volume, pod
 	if err != nil {
 		return "", false, fmt.Errorf("write volume: %w", err)
 	}
+	if changed {
+		m.disown(p.UID, v.Name) // new files: given to the fsGroup again
+	}
 	return dir, changed, nil
 }
 
@@ -225,7 +231,7 @@ func (m *Manager) LocalDir(p *v1.Pod, v *v1.Volume) (dir string, memory bool) {
 	if ClaimName(p, v) != "" {
 		m.cmu.Lock()
 		defer m.cmu.Unlock()
-		return m.claims[p.UID][v.Name], false
+		return m.claims[p.UID][v.Name].path, false
 	}
 	if v.EmptyDir != nil {
 		return volume.EmptyDirPath(m.Dir(p.UID), v.Name), v.EmptyDir.Medium == v1.StorageMediumMemory

@@ -115,4 +115,3 @@ func (p *Provider) forgetVolumes(keep map[string]bool) {
 		}
 	}
 }
-
