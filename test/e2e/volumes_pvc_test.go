@@ -69,7 +69,9 @@ spec:
 		Provisioner: "rancher.io/local-path", ReclaimPolicy: &del, VolumeBindingMode: &wait}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Admin.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		c.Admin.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
 	cmd := exec.Command(bin, "--debug", "start", "--kubeconfig", c.AdminKubeconfig, "--namespace", ns,
 		"--provisioner-name", "rancher.io/local-path", "--configmap-name", "local-path-config",
 		"--helper-image", busybox, "--service-account-name", "default")
@@ -150,7 +152,9 @@ func TestAPIPersistentVolumeClaims(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			c.Admin.CoreV1().PersistentVolumeClaims("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
 		return pvc
 	}
 	name := "data-" + a.node
