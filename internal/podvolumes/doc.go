@@ -30,8 +30,9 @@
 // server does not answer, a container (re)started meanwhile gets the
 // volume's last content.
 //
-// Not done: fsGroup / per-file owners on rendered volumes (the kubelet
-// makes a token 0600 when one applies), tmpfs for secrets (they are
+// The pod's fsGroup owns its emptyDir, rendered and local volumes
+// (ownership.go). Not done: per-file owners on rendered volumes (the
+// kubelet makes a token 0600 for an fsUser), tmpfs for secrets (they are
 // written to the pod directory, 0750 up to the volume),
 // clusterTrustBundle and podCertificate projections, volume plugins
 // (nfs, iscsi and the like are refused), CSI persistent volumes.
