@@ -323,7 +323,10 @@ func (m *Manager) Refresh(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 		if !mounted[v.Name] || !isRendered(v) {
 			continue
 		}
-		_, changed, err := m.renderVolume(ctx, p, v, podIP)
+		dir, changed, err := m.renderVolume(ctx, p, v, podIP)
+		if err == nil {
+			err = m.own(p, v, dir, true) // new files are the fsGroup's too
+		}
 		if err != nil {
 			log.Warn("refresh volume failed; running containers keep its last content", zap.String("volume", v.Name), zap.Error(err))
 			continue
