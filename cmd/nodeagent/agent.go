@@ -205,7 +205,7 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	}
 	// Pod directories and the volumes in them.
 	if a.vols, err = podvolumes.New(podvolumes.Config{RootDir: o.rootDir, NodeIP: a.nodeIP, Objects: a.api.PodObjects(),
-		Claims: a.api.Claims(), NodeName: a.nodeName, NodeLabels: a.labels, Clock: clk, Logger: log}); err != nil {
+		Claims: a.api.Claims(), Clock: clk, Logger: log}); err != nil {
 		return err
 	}
 	if a.cpuMgr, err = newCPUManager(o, a.conn, clk, log); err != nil {

@@ -33,14 +33,19 @@ func (a *agent) newDevices() (err error) {
 	return err
 }
 
-// podGone tells whether a pod finished or left the node: its devices
-// may go to the next pod.
+// podGone tells whether a pod finished or left the node and none of its
+// containers runs any more (a finished pod's are stopped with their
+// grace period): its devices may go to the next pod.
 func (a *agent) podGone(uid types.UID) bool {
 	switch a.desired.State(uid) {
-	case podmanager.Unknown, podmanager.Finished, podmanager.Refused:
-		return true
+	case podmanager.Unknown, podmanager.Refused:
+		return true // forgotten once its kill ended, or never ran
 	case podmanager.Evicted:
 		return !a.desired.IsTerminating(uid)
+	case podmanager.Finished:
+		snap, _ := a.plegG.Snapshot()
+		st := snap[uid]
+		return st == nil || !st.Running()
 	}
 	return false
 }

@@ -77,12 +77,17 @@ func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
 			}
 		}
 	}
+	if len(made) > 0 {
+		// A pod whose devices are not on disk could lose them, or share
+		// them, after a restart: refused instead, as the kubelet does.
+		if err := m.writeCheckpoint(); err != nil {
+			undo()
+			return err
+		}
+	}
 	m.mu.Lock()
 	m.admitted.Insert(p.UID)
 	m.mu.Unlock()
-	if len(made) > 0 {
-		m.writeCheckpoint()
-	}
 	return nil
 }
 
@@ -106,7 +111,7 @@ func (m *Manager) freeGone(admitting types.UID) {
 	m.mu.Unlock()
 	if len(freed) > 0 {
 		m.log.Info("devices of gone pods freed", zap.Any("pods", freed))
-		m.writeCheckpoint()
+		m.saveCheckpoint()
 	}
 }
 
@@ -122,8 +127,28 @@ func (m *Manager) containerSets(uid types.UID, container string) map[string]sets
 }
 
 // allocateContainer gives one container its devices of each device
-// resource in its limits; got tells whether it was given any.
+// resource in its limits; got tells whether it was given any. On an
+// error the container holds none of the devices this call gave it.
 func (m *Manager) allocateContainer(ctx context.Context, p *v1.Pod, c *v1.Container, reuse map[string]sets.Set[string]) (got bool, err error) {
+	var given []string
+	defer func() {
+		if err == nil {
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		rs := m.entry(p.UID, c.Name, false)
+		for _, res := range given {
+			delete(rs, res)
+		}
+		if cs := m.pods[p.UID]; cs != nil && len(cs[c.Name]) == 0 {
+			delete(cs, c.Name)
+			if len(cs) == 0 {
+				delete(m.pods, p.UID)
+			}
+		}
+		got = false
+	}()
 	for _, name := range slices.Sorted(maps.Keys(c.Resources.Limits)) {
 		res, q := string(name), c.Resources.Limits[name]
 		needed := int(q.Value())
@@ -149,6 +174,7 @@ func (m *Manager) allocateContainer(ctx context.Context, p *v1.Pod, c *v1.Contai
 			err = fmt.Errorf("no containers return in allocation response %v", resp)
 		default:
 			rs[res].resp = resp.ContainerResponses[0]
+			given = append(given, res)
 			got = true
 		}
 		m.mu.Unlock()
@@ -165,57 +191,30 @@ func (m *Manager) allocateContainer(ctx context.Context, p *v1.Pod, c *v1.Contai
 // them (an entry without a response), returning its plugin; nil ids when
 // res is no device resource or the container holds its devices already.
 // Devices of earlier init containers (reuse) go first, then the plugin's
-// preferred ones if it offers a preference, then the others in order.
+// preferred ones if it offers a preference (asked without the lock: the
+// choice is made again from what is free once it answered), then the
+// others in order.
 func (m *Manager) choose(ctx context.Context, uid types.UID, container, res string, needed int, reuse sets.Set[string]) (*endpoint, sets.Set[string], error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.isDeviceResource(res) || needed <= 0 {
-		return nil, nil, nil
+	ep, chosen, available, err := m.candidates(uid, container, res, needed, reuse)
+	if err != nil || ep == nil {
+		return nil, nil, err
 	}
-	if a := m.entry(uid, container, false)[res]; a != nil {
-		if have := a.set().Len(); have != needed {
-			return nil, nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, container, res, have, needed)
+	if chosen.Len() < needed && ep.opts.GetGetPreferredAllocationAvailable() {
+		m.mu.Unlock()
+		preferred, err := m.preferred(ctx, ep, available.Union(chosen), chosen, needed)
+		m.mu.Lock()
+		if err != nil {
+			return nil, nil, err
 		}
-		return nil, nil, nil
+		if ep, chosen, available, err = m.candidates(uid, container, res, needed, reuse); err != nil || ep == nil {
+			return nil, nil, err
+		}
+		take(chosen, needed, sets.List(sets.New(preferred...).Intersection(available)))
 	}
-	ep := m.plugins[res]
-	if ep == nil {
-		if _, ok := m.devices[res]; !ok {
-			return nil, nil, fmt.Errorf("cannot allocate unregistered device %s", res)
-		}
-	}
-	healthy := sets.New[string]()
-	for id, d := range m.devices[res] {
-		if d.Health == pluginapi.Healthy {
-			healthy.Insert(id)
-		}
-	}
-	if ep == nil || healthy.Len() == 0 {
-		return nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s", res)
-	}
-	chosen := sets.New[string]()
-	take := func(from []string) bool {
-		for _, id := range from {
-			if chosen.Len() == needed {
-				break
-			}
-			chosen.Insert(id)
-		}
-		return chosen.Len() == needed
-	}
-	if !take(sets.List(reuse.Intersection(healthy))) {
-		available := healthy.Difference(m.allocatedLocked()[res]).Difference(chosen)
-		if available.Len() < needed-chosen.Len() {
-			return nil, nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed-chosen.Len(), available.Len())
-		}
-		if ep.opts.GetGetPreferredAllocationAvailable() {
-			if preferred, err := m.preferred(ctx, ep, available.Union(chosen), chosen, needed); err != nil {
-				return nil, nil, err
-			} else {
-				take(sets.List(sets.New(preferred...).Intersection(available)))
-			}
-		}
-		take(sets.List(available))
+	if !take(chosen, needed, sets.List(available)) {
+		return nil, nil, fmt.Errorf("unexpectedly allocated less resources than required. Requested: %d, Got: %d", needed, chosen.Len())
 	}
 	ids := checkpoint.DevicesPerNUMA{}
 	for _, id := range sets.List(chosen) {
@@ -232,9 +231,56 @@ func (m *Manager) choose(ctx context.Context, uid types.UID, container, res stri
 	return ep, chosen, nil
 }
 
-// preferred asks the plugin which devices it prefers (called with the
-// lock held: the plugin answers from what it is given, and admission is
-// one pod at a time).
+// candidates is, under the lock, the plugin of res, the devices of reuse
+// the container takes first, and the free healthy devices beside them;
+// a nil plugin with no error when there is nothing to do. The errors are
+// the kubelet's.
+func (m *Manager) candidates(uid types.UID, container, res string, needed int, reuse sets.Set[string]) (ep *endpoint, chosen, available sets.Set[string], err error) {
+	if !m.isDeviceResource(res) || needed <= 0 {
+		return nil, nil, nil, nil
+	}
+	if a := m.entry(uid, container, false)[res]; a != nil {
+		if have := a.set().Len(); have != needed {
+			return nil, nil, nil, fmt.Errorf("pod %q container %q changed request for resource %q from %d to %d", uid, container, res, have, needed)
+		}
+		return nil, nil, nil, nil
+	}
+	ep = m.plugins[res]
+	if _, ok := m.devices[res]; !ok && ep == nil {
+		return nil, nil, nil, fmt.Errorf("cannot allocate unregistered device %s", res)
+	}
+	healthy := sets.New[string]()
+	for id, d := range m.devices[res] {
+		if d.Health == pluginapi.Healthy {
+			healthy.Insert(id)
+		}
+	}
+	if ep == nil || healthy.Len() == 0 {
+		return nil, nil, nil, fmt.Errorf("no healthy devices present; cannot allocate unhealthy devices %s", res)
+	}
+	chosen = sets.New[string]()
+	take(chosen, needed, sets.List(reuse.Intersection(healthy)))
+	available = healthy.Difference(m.allocatedLocked()[res]).Difference(chosen)
+	if available.Len() < needed-chosen.Len() {
+		return nil, nil, nil, fmt.Errorf("requested number of devices unavailable for %s. Requested: %d, Available: %d", res, needed-chosen.Len(), available.Len())
+	}
+	return ep, chosen, available, nil
+}
+
+// take adds ids to chosen, in order, until it holds needed; it reports
+// whether it does.
+func take(chosen sets.Set[string], needed int, ids []string) bool {
+	for _, id := range ids {
+		if chosen.Len() >= needed {
+			break
+		}
+		chosen.Insert(id)
+	}
+	return chosen.Len() >= needed
+}
+
+// preferred asks the plugin which devices it prefers (called without
+// the lock).
 func (m *Manager) preferred(ctx context.Context, ep *endpoint, available, mustInclude sets.Set[string], size int) ([]string, error) {
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
@@ -271,13 +317,15 @@ func (m *Manager) MutateConfig(ctx context.Context, p *v1.Pod, c *v1.Container, 
 			continue
 		}
 		resps = append(resps, a.resp)
-		if ep := m.plugins[res]; ep != nil && ep.opts.GetPreStartRequired() {
+		// A plugin away (restarting, or not back yet after an agent
+		// restart) is needed only to be told first: the saved answer
+		// serves, as the kubelet's stopped endpoint does.
+		switch ep := m.plugins[res]; {
+		case ep != nil && ep.opts.GetPreStartRequired():
 			calls = append(calls, pre{ep, res, sets.List(a.set())})
-		} else if ep == nil {
-			if _, registered := m.devices[res]; registered {
-				m.mu.Unlock()
-				return fmt.Errorf("endpoint not found in cache for a registered resource: %s", res)
-			}
+		case ep == nil && m.lastOpts[res].GetPreStartRequired():
+			m.mu.Unlock()
+			return fmt.Errorf("endpoint not found in cache for a registered resource: %s", res)
 		}
 	}
 	m.mu.Unlock()
@@ -330,15 +378,28 @@ func (m *Manager) MutateConfig(ctx context.Context, p *v1.Pod, c *v1.Container, 
 	return nil
 }
 
-// ContainerDevices is a container's devices by resource, for the pod
-// resources API.
+// ContainerDevices is a container's devices by resource, for the tests.
 func (m *Manager) ContainerDevices(uid types.UID, container string) map[string][]string {
+	out := map[string][]string{}
+	for res, byNUMA := range m.ContainerDevicesByNUMA(uid, container) {
+		ids := sets.New[string]()
+		for _, l := range byNUMA {
+			ids.Insert(l...)
+		}
+		out[res] = sets.List(ids)
+	}
+	return out
+}
+
+// ContainerDevicesByNUMA is a container's devices by resource and NUMA
+// node (-1: no topology), for the pod resources API.
+func (m *Manager) ContainerDevicesByNUMA(uid types.UID, container string) map[string]map[int64][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string][]string{}
+	out := map[string]map[int64][]string{}
 	for res, a := range m.entry(uid, container, false) {
 		if a.resp != nil {
-			out[res] = sets.List(a.set())
+			out[res] = maps.Clone(a.ids)
 		}
 	}
 	return out

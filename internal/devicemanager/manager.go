@@ -73,6 +73,8 @@ type Manager struct {
 	removed   sets.Set[string]                           // resources gone past the grace period: reported as 0
 	pods      map[types.UID]map[string]map[string]*alloc // pod → container → resource
 	admitted  sets.Set[types.UID]                        // pods admitted by this run (Gone may free them)
+	lastOpts  map[string]*pluginapi.DevicePluginOptions  // resource → its plugin's options when last registered
+	stopped   bool                                       // Run ended: no plugin is taken any more
 	server    *grpc.Server
 	// wmu orders checkpoint writes: each writes a snapshot taken under it.
 	wmu sync.Mutex
@@ -108,7 +110,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger.Named("devicemanager"),
 		plugins: map[string]*endpoint{}, devices: map[string]map[string]*pluginapi.Device{},
-		stoppedAt: map[string]time.Time{}, removed: sets.New[string](),
+		stoppedAt: map[string]time.Time{}, removed: sets.New[string](), lastOpts: map[string]*pluginapi.DevicePluginOptions{},
 		pods: map[types.UID]map[string]map[string]*alloc{}, admitted: sets.New[types.UID](),
 	}
 	cp, err := checkpoint.Read(cfg.Dir)
@@ -177,6 +179,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer stop()
 	err = srv.Serve(ln)
 	m.mu.Lock()
+	m.stopped = true
 	for res, ep := range m.plugins {
 		ep.close()
 		delete(m.plugins, res)
@@ -224,7 +227,7 @@ func (m *Manager) listed(ep *endpoint, devs []*pluginapi.Device) {
 	m.removed.Delete(ep.resource)
 	m.mu.Unlock()
 	m.log.Info("device plugin listed its devices", zap.String("resource", ep.resource), zap.Int("devices", len(devs)), zap.Int("healthy", healthy))
-	m.writeCheckpoint()
+	m.saveCheckpoint()
 	m.changed()
 }
 
@@ -288,7 +291,7 @@ func (m *Manager) Capacity() (capacity, allocatable v1.ResourceList) {
 	}
 	m.mu.Unlock()
 	if expired {
-		m.writeCheckpoint()
+		m.saveCheckpoint()
 	}
 	return capacity, allocatable
 }
@@ -339,12 +342,14 @@ func (m *Manager) isDeviceResource(res string) bool {
 }
 
 // RemoveStale frees the devices of every pod not in running (the loop's
-// pods not finished): the kubelet's UpdateAllocatedDevices.
+// pods not finished) that Gone (when set) confirms gone — a finished
+// pod keeps its devices until its containers stopped: the kubelet's
+// UpdateAllocatedDevices.
 func (m *Manager) RemoveStale(running map[types.UID]bool) {
 	m.mu.Lock()
 	var gone []types.UID
 	for uid := range m.pods {
-		if !running[uid] {
+		if !running[uid] && (m.cfg.Gone == nil || m.cfg.Gone(uid)) {
 			gone = append(gone, uid)
 			delete(m.pods, uid)
 		}
@@ -359,11 +364,19 @@ func (m *Manager) RemoveStale(running map[types.UID]bool) {
 		return
 	}
 	m.log.Info("devices of finished pods freed", zap.Any("pods", gone))
-	m.writeCheckpoint()
+	m.saveCheckpoint()
+}
+
+// saveCheckpoint writes the checkpoint, logging a failure (the next
+// write carries the state).
+func (m *Manager) saveCheckpoint() {
+	if err := m.writeCheckpoint(); err != nil {
+		m.log.Error("write the device manager checkpoint", zap.Error(err))
+	}
 }
 
 // writeCheckpoint writes the allocations and the healthy devices.
-func (m *Manager) writeCheckpoint() {
+func (m *Manager) writeCheckpoint() error {
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	m.mu.Lock()
@@ -398,6 +411,7 @@ func (m *Manager) writeCheckpoint() {
 		return strings.Compare(a.PodUID+"/"+a.ContainerName+"/"+a.ResourceName, b.PodUID+"/"+b.ContainerName+"/"+b.ResourceName)
 	})
 	if err := checkpoint.New(entries, registered).Write(m.cfg.Dir); err != nil {
-		m.log.Error("write the device manager checkpoint", zap.Error(err))
+		return fmt.Errorf("failed to write checkpoint file %q: %w", checkpoint.FileName, err)
 	}
+	return nil
 }

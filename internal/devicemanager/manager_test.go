@@ -241,8 +241,17 @@ func TestRegisterAllocateAndConfig(t *testing.T) {
 		t.Errorf("refused pod holds %v", got)
 	}
 	// Admitted again (agent restart): the same devices, no new call.
-	if err := r.m.Allocate(ctx, one); err != nil || !cmp.Equal(r.m.ContainerDevices("p1", "app"), map[string][]string{res: {"d3"}}) {
+	if err = r.m.Allocate(ctx, one); err != nil || !cmp.Equal(r.m.ContainerDevices("p1", "app"), map[string][]string{res: {"d3"}}) {
 		t.Errorf("re-admission: %v %v", err, r.m.ContainerDevices("p1", "app"))
+	}
+
+	// A plugin that must be told before a start is needed then: while it
+	// is away, the container waits.
+	p.srv.Stop()
+	r.waitChange(t)
+	err = r.m.MutateConfig(ctx, one, &one.Spec.Containers[0], &runtimeapi.ContainerConfig{})
+	if err == nil || !strings.Contains(err.Error(), "endpoint not found in cache for a registered resource") {
+		t.Errorf("config while a PreStartRequired plugin is away: %v", err)
 	}
 
 	// The checkpoint holds both pods; freed pods leave it.
@@ -287,10 +296,11 @@ func TestRestartKeepsAllocations(t *testing.T) {
 	if err := r2.m.Allocate(context.Background(), one); err != nil {
 		t.Errorf("re-admission: %v", err)
 	}
+	// A container restarted before the plugin is back gets the saved
+	// answer (the plugin asked for no PreStartContainer).
 	cfg := &runtimeapi.ContainerConfig{}
-	err := r2.m.MutateConfig(context.Background(), one, &one.Spec.Containers[0], cfg)
-	if err == nil || !strings.Contains(err.Error(), "endpoint not found in cache for a registered resource") {
-		t.Errorf("config before the plugin is back: %v", err)
+	if err := r2.m.MutateConfig(context.Background(), one, &one.Spec.Containers[0], cfg); err != nil || len(cfg.Mounts) != 2 {
+		t.Errorf("config before the plugin is back: %v %v", err, cfg.Mounts)
 	}
 	// Five minutes without the plugin: the resource goes.
 	r2.clk.Step(stopGracePeriod)
@@ -389,5 +399,32 @@ func TestAllocationFreesGonePods(t *testing.T) {
 	r2.waitChange(t)
 	if err := r2.m.Allocate(ctx, podAsking("third", 1)); err == nil {
 		t.Error("a pod restored from the checkpoint lost its devices before being admitted again")
+	}
+}
+
+// An allocation that cannot be checkpointed is refused and taken back:
+// a pod must not run with devices a restart would not know it holds.
+func TestAllocationNotCheckpointedIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, dir)
+	p := &fakePlugin{devs: devs("d1"), opts: &pluginapi.DevicePluginOptions{}}
+	p.serve(t, dir, "fake.sock")
+	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitChange(t)
+	// The checkpoint's path is a directory: the write fails.
+	os.Remove(filepath.Join(dir, checkpoint.FileName))
+	os.Mkdir(filepath.Join(dir, checkpoint.FileName), 0o755)
+	err := r.m.Allocate(context.Background(), podAsking("p1", 1))
+	if err == nil || !strings.Contains(err.Error(), "failed to write checkpoint file") {
+		t.Fatalf("allocation without a checkpoint: %v", err)
+	}
+	if got := r.m.ContainerDevices("p1", "app"); len(got) != 0 {
+		t.Errorf("the refused pod holds %v", got)
+	}
+	os.Remove(filepath.Join(dir, checkpoint.FileName))
+	if err := r.m.Allocate(context.Background(), podAsking("p2", 1)); err != nil {
+		t.Errorf("the device was not given back: %v", err)
 	}
 }

@@ -58,8 +58,14 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 		ep.opts = req.Options
 	}
 	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		ep.close()
+		return &pluginapi.Empty{}, errors.New("the device manager is stopping")
+	}
 	old := m.plugins[req.ResourceName]
 	m.plugins[req.ResourceName] = ep
+	m.lastOpts[req.ResourceName] = ep.opts
 	if _, ok := m.devices[req.ResourceName]; !ok {
 		m.devices[req.ResourceName] = nil // registered; its devices come with the first list
 	}

@@ -13,7 +13,10 @@ import (
 // Claims reads PersistentVolumeClaims and PersistentVolumes for pod
 // volumes, with a GET each time a container starts, as the kubelet's
 // volume manager does (its populator reads them from the API server).
-type Claims struct{ cs kubernetes.Interface }
+type Claims struct {
+	cs   kubernetes.Interface
+	node string
+}
 
 // PersistentVolumeClaim implements podvolumes.Claims.
 func (c Claims) PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
@@ -25,10 +28,15 @@ func (c Claims) PersistentVolume(ctx context.Context, name string) (*v1.Persiste
 	return c.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 }
 
+// Node implements podvolumes.Claims.
+func (c Claims) Node(ctx context.Context) (*v1.Node, error) {
+	return c.cs.CoreV1().Nodes().Get(ctx, c.node, metav1.GetOptions{ResourceVersion: "0"})
+}
+
 // Claims gives pods' persistent volume claims (nil standalone).
 func (m *Mode) Claims() podvolumes.Claims {
 	if m == nil {
 		return nil
 	}
-	return Claims{m.Client.Clientset}
+	return Claims{cs: m.Client.Clientset, node: m.cfg.Client.NodeName}
 }

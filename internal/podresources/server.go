@@ -33,7 +33,8 @@ const SocketName = "kubelet.sock"
 // Devices gives containers' devices and the node's healthy devices
 // (devicemanager.Manager).
 type Devices interface {
-	ContainerDevices(uid types.UID, container string) map[string][]string
+	// ContainerDevicesByNUMA: resource → NUMA node (-1: none) → IDs.
+	ContainerDevicesByNUMA(uid types.UID, container string) map[string]map[int64][]string
 	HealthyDevices() map[string][]*pluginapi.Device
 }
 
@@ -119,9 +120,16 @@ func (s *Server) pod(p *v1.Pod, assigned map[string]map[string]cpuset.CPUSet) *a
 	out := &api.PodResources{Name: p.Name, Namespace: p.Namespace}
 	container := func(name string) {
 		c := &api.ContainerResources{Name: name}
-		devs := s.cfg.Devices.ContainerDevices(p.UID, name)
+		devs := s.cfg.Devices.ContainerDevicesByNUMA(p.UID, name)
 		for _, res := range slices.Sorted(maps.Keys(devs)) {
-			c.Devices = append(c.Devices, &api.ContainerDevices{ResourceName: res, DeviceIds: devs[res]})
+			// One entry per NUMA node, as the kubelet lists them.
+			for _, numa := range slices.Sorted(maps.Keys(devs[res])) {
+				cd := &api.ContainerDevices{ResourceName: res, DeviceIds: devs[res][numa]}
+				if numa >= 0 {
+					cd.Topology = &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: numa}}}
+				}
+				c.Devices = append(c.Devices, cd)
+			}
 		}
 		for _, cpu := range assigned[string(p.UID)][name].List() {
 			c.CpuIds = append(c.CpuIds, int64(cpu))

@@ -15,9 +15,11 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-type fakeDevices map[types.UID]map[string]map[string][]string
+type fakeDevices map[types.UID]map[string]map[string]map[int64][]string
 
-func (f fakeDevices) ContainerDevices(uid types.UID, c string) map[string][]string { return f[uid][c] }
+func (f fakeDevices) ContainerDevicesByNUMA(uid types.UID, c string) map[string]map[int64][]string {
+	return f[uid][c]
+}
 func (f fakeDevices) HealthyDevices() map[string][]*pluginapi.Device {
 	return map[string][]*pluginapi.Device{"example.com/r": {{ID: "d1"}, {ID: "d2"}}}
 }
@@ -39,7 +41,7 @@ func TestListGetAllocatable(t *testing.T) {
 		Containers:     []v1.Container{{Name: "app"}},
 	}}}
 	s, err := New(Config{Dir: t.TempDir(), Pods: func() []*v1.Pod { return pods }, Logger: zaptest.NewLogger(t),
-		Devices: fakeDevices{"u1": {"app": {"example.com/r": {"d1"}}}}, CPUs: fakeCPUs{}})
+		Devices: fakeDevices{"u1": {"app": {"example.com/r": {-1: {"d1"}, 1: {"d2"}}}}}, CPUs: fakeCPUs{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,8 @@ func TestListGetAllocatable(t *testing.T) {
 	list, _ := s.List(ctx, &api.ListPodResourcesRequest{})
 	p1 := &api.PodResources{Name: "p1", Namespace: "ns", Containers: []*api.ContainerResources{
 		{Name: "side"},
-		{Name: "app", Devices: []*api.ContainerDevices{{ResourceName: "example.com/r", DeviceIds: []string{"d1"}}}, CpuIds: []int64{2, 3}},
+		{Name: "app", Devices: []*api.ContainerDevices{{ResourceName: "example.com/r", DeviceIds: []string{"d1"}},
+			{ResourceName: "example.com/r", DeviceIds: []string{"d2"}, Topology: &api.TopologyInfo{Nodes: []*api.NUMANode{{ID: 1}}}}}, CpuIds: []int64{2, 3}},
 	}}
 	if diff := cmp.Diff(&api.ListPodResourcesResponse{PodResources: []*api.PodResources{p1}}, list, protocmp.Transform()); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)

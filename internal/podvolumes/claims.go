@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,9 @@ import (
 type Claims interface {
 	PersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
 	PersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
+	// Node is this node's Node object: a volume's node affinity is
+	// matched against its labels, as the kubelet matches it.
+	Node(ctx context.Context) (*v1.Node, error)
 }
 
 // claimPath resolves a persistentVolumeClaim volume, or a generic
@@ -30,15 +34,27 @@ type Claims interface {
 // node's. hostPath volumes honour their type; local volumes are mounted
 // from their path, which must exist. The errors are the kubelet's; the
 // container waits (CreateContainerConfigError) and the next sync looks
-// again, so a pod whose claim binds later starts then.
+// again, so a pod whose claim binds later starts then. A claim being
+// deleted (without its protection finalizer) is refused.
 func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, bool, error) {
 	name, readOnly := ClaimName(p, v), v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
 	if m.cfg.Claims == nil {
 		return "", false, fmt.Errorf("error processing PVC %s/%s: %w", p.Namespace, name, errStandalone)
 	}
+	// Resolved once for the pod, as the kubelet mounts a claim once: a
+	// container restarted later needs no API server.
+	m.cmu.Lock()
+	known, ok := m.claims[p.UID][v.Name]
+	m.cmu.Unlock()
+	if ok {
+		return known.path, readOnly, nil
+	}
 	pvc, err := m.cfg.Claims.PersistentVolumeClaim(ctx, p.Namespace, name)
 	if err != nil {
 		return "", false, fmt.Errorf("error processing PVC %s/%s: %w", p.Namespace, name, err)
+	}
+	if pvc.DeletionTimestamp != nil && !slices.Contains(pvc.Finalizers, "kubernetes.io/pvc-protection") {
+		return "", false, fmt.Errorf("can't start pod because PVC %s/%s is being deleted", p.Namespace, name)
 	}
 	if v.Ephemeral != nil && !metav1.IsControlledBy(pvc, p) {
 		return "", false, fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", p.Namespace, name, p.Namespace, p.Name)
@@ -57,9 +73,12 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		return "", false, fmt.Errorf("PV %s: volumeMode Block is not supported by nodeagent", pv.Name)
 	}
 	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil {
-		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, Labels: m.cfg.NodeLabels}}
+		node, err := m.cfg.Claims.Node(ctx)
+		if err != nil {
+			return "", false, fmt.Errorf("PV %s: read the Node for its node affinity: %w", pv.Name, err)
+		}
 		if ok, err := nodeaffinity.NewLazyErrorNodeSelector(a.Required).Match(node); err != nil || !ok {
-			return "", false, fmt.Errorf("volume node affinity conflict: PV %s is not for node %s", pv.Name, m.cfg.NodeName)
+			return "", false, fmt.Errorf("volume node affinity conflict: PV %s is not for node %s", pv.Name, node.Name)
 		}
 	}
 	switch src := pv.Spec.PersistentVolumeSource; {

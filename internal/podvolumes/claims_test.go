@@ -2,6 +2,7 @@ package podvolumes_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -23,6 +24,10 @@ import (
 type claims struct {
 	pvcs map[string]*v1.PersistentVolumeClaim
 	pvs  map[string]*v1.PersistentVolume
+}
+
+func (c claims) Node(context.Context) (*v1.Node, error) {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}}}, nil
 }
 
 func (c claims) PersistentVolumeClaim(_ context.Context, ns, name string) (*v1.PersistentVolumeClaim, error) {
@@ -76,13 +81,15 @@ func TestClaimVolumes(t *testing.T) {
 	add(boundPair("web-scratch", "pv-scratch", v1.PersistentVolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir}})) // not owned by the pod
 
 	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
-	m, err := podvolumes.New(podvolumes.Config{RootDir: t.TempDir(), Claims: c, NodeName: "n1", NodeLabels: map[string]string{"kubernetes.io/hostname": "n1"},
-		Clock: clk, Logger: zaptest.NewLogger(t)})
+	m, err := podvolumes.New(podvolumes.Config{RootDir: t.TempDir(), Claims: c, Clock: clk, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	pods := 0
 	mount := func(m *podvolumes.Manager, v v1.Volume) (string, bool, error) {
 		p := volPod([]v1.Volume{v}, []v1.VolumeMount{{Name: v.Name, MountPath: "/data"}})
+		pods++
+		p.UID = types.UID(fmt.Sprintf("uid-%d", pods)) // a claim is resolved once per pod
 		ms, err := m.Mounts(context.Background(), p, &p.Spec.Containers[0], "", nil, noExpand)
 		if err != nil {
 			return "", false, err
@@ -100,6 +107,7 @@ func TestClaimVolumes(t *testing.T) {
 	}
 	// Its stats are read where it is.
 	p := volPod([]v1.Volume{claim("local", false)}, nil)
+	p.UID = types.UID(fmt.Sprintf("uid-%d", pods))
 	if got, memory := m.LocalDir(p, &p.Spec.Volumes[0]); got != dir || memory {
 		t.Errorf("LocalDir of a mounted claim: %q %v", got, memory)
 	}
@@ -120,8 +128,31 @@ func TestClaimVolumes(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.v.Name, err, tc.want)
 		}
 	}
+	// Resolved once per pod: the claim gone from the API, a container
+	// started again still gets its volume.
+	first := volPod([]v1.Volume{claim("host", false)}, []v1.VolumeMount{{Name: "data", MountPath: "/data"}})
+	first.UID = "uid-once"
+	if _, err := m.Mounts(context.Background(), first, &first.Spec.Containers[0], "", nil, noExpand); err != nil {
+		t.Fatal(err)
+	}
+	saved := c.pvcs["default/host"]
+	delete(c.pvcs, "default/host")
+	if ms, err := m.Mounts(context.Background(), first, &first.Spec.Containers[0], "", nil, noExpand); err != nil || ms[0].HostPath != dir {
+		t.Errorf("second start without the API's claim: %v %v", ms, err)
+	}
+	c.pvcs["default/host"] = saved
+	// A claim being deleted without its protection is refused.
+	deleting := *saved
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	c.pvcs["default/host"] = &deleting
+	if _, _, err := mount(m, claim("host", false)); err == nil || !strings.Contains(err.Error(), "can't start pod because PVC default/host is being deleted") {
+		t.Errorf("claim being deleted: %v", err)
+	}
+	c.pvcs["default/host"] = saved
+
 	// The pod owns its ephemeral claim: mounted.
-	c.pvcs["default/web-scratch"].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web", UID: "uid-1", Controller: ptr.To(true)}}
+	c.pvcs["default/web-scratch"].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "web",
+		UID: types.UID(fmt.Sprintf("uid-%d", pods+1)), Controller: ptr.To(true)}} // the next mount's pod
 	if path, _, err := mount(m, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}); err != nil || path != dir {
 		t.Errorf("owned ephemeral claim: %q %v", path, err)
 	}

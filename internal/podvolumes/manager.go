@@ -30,10 +30,6 @@ type Config struct {
 	// Claims, set in API mode, reads persistent volume claims and
 	// volumes; nil in standalone mode.
 	Claims Claims
-	// NodeName and NodeLabels are the node persistent volumes' node
-	// affinity is matched against.
-	NodeName   string
-	NodeLabels map[string]string
 	// Clock stamps volume versions and ages cached tokens.
 	Clock  clock.PassiveClock
 	Logger *zap.Logger

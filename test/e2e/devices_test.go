@@ -96,11 +96,10 @@ func devicePod(a *agent, name string, n int64) *v1.Pod {
 }
 
 // podResources calls the agent's pod resources API.
-func podResources(t *testing.T, a *agent) (*podresourcesapi.ListPodResourcesResponse, *podresourcesapi.AllocatableResourcesResponse) {
-	t.Helper()
+func podResources(a *agent) (*podresourcesapi.ListPodResourcesResponse, *podresourcesapi.AllocatableResourcesResponse, error) {
 	conn, err := grpc.NewClient("unix://"+filepath.Join(a.root, "pod-resources", "kubelet.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,11 +107,20 @@ func podResources(t *testing.T, a *agent) (*podresourcesapi.ListPodResourcesResp
 	cl := podresourcesapi.NewPodResourcesListerClient(conn)
 	list, err := cl.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
-		t.Fatalf("pod resources List: %v", err)
+		return nil, nil, fmt.Errorf("pod resources List: %w", err)
 	}
 	alloc, err := cl.GetAllocatableResources(ctx, &podresourcesapi.AllocatableResourcesRequest{})
 	if err != nil {
-		t.Fatalf("pod resources GetAllocatableResources: %v", err)
+		return nil, nil, fmt.Errorf("pod resources GetAllocatableResources: %w", err)
+	}
+	return list, alloc, nil
+}
+
+func mustPodResources(t *testing.T, a *agent) (*podresourcesapi.ListPodResourcesResponse, *podresourcesapi.AllocatableResourcesResponse) {
+	t.Helper()
+	list, alloc, err := podResources(a)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return list, alloc
 }
@@ -128,11 +136,13 @@ func listedDevices(list *podresourcesapi.ListPodResourcesResponse, pod, containe
 			if c.Name != container {
 				continue
 			}
-			for _, d := range c.Devices {
+			var ids []string
+			for _, d := range c.Devices { // one entry per NUMA node
 				if d.ResourceName == sampleResource {
-					return d.DeviceIds
+					ids = append(ids, d.DeviceIds...)
 				}
 			}
+			return ids
 		}
 	}
 	return nil
@@ -164,7 +174,7 @@ func TestAPIDevicePlugin(t *testing.T) {
 	if !strings.Contains(ls, "Dev-1") && !strings.Contains(ls, "Dev-2") {
 		t.Errorf("the device's mount is not in the container: ls /tmp = %q", ls)
 	}
-	list, alloc := podResources(t, a)
+	list, alloc := mustPodResources(t, a)
 	held := listedDevices(list, one.Name, "main")
 	if len(held) != 1 {
 		t.Errorf("pod resources List for dev-one: %v", list)
@@ -188,15 +198,12 @@ func TestAPIDevicePlugin(t *testing.T) {
 	listed := strings.Count(a.out.String(), "device plugin listed its devices")
 	a.stop()
 	a.start()
-	eventually(t, 30*time.Second, "pod resources served again", func() bool {
-		_, err := os.Stat(filepath.Join(a.root, "pod-resources", "kubelet.sock"))
-		return err == nil
-	})
 	// Listed once the API's pods are admitted again (the socket is served
 	// from the start).
 	eventually(t, 30*time.Second, "dev-one listed with its device after the restart", func() bool {
-		list, _ = podResources(t, a)
-		return len(listedDevices(list, one.Name, "main")) > 0
+		var err error
+		list, _, err = podResources(a)
+		return err == nil && len(listedDevices(list, one.Name, "main")) > 0
 	})
 	if got := listedDevices(list, one.Name, "main"); len(got) != 1 || got[0] != held[0] {
 		t.Errorf("after the restart dev-one holds %v, want %v", got, held)
@@ -219,9 +226,9 @@ func TestAPIDevicePlugin(t *testing.T) {
 	if err := c.Admin.CoreV1().Pods(one.Namespace).Delete(context.Background(), one.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "dev-one gone from the runtime", func() bool { return len(a.sandboxes("dev-one")) == 0 })
+	eventually(t, 60*time.Second, "dev-one gone from the API (its kill over)", func() bool { return apiPod(c, t, one.Namespace, one.Name) == nil })
 	createRunning(t, c, devicePod(a, "dev-two", 2))
-	list, _ = podResources(t, a)
+	list, _ = mustPodResources(t, a)
 	if got := listedDevices(list, a.podName("dev-two"), "main"); len(got) != 2 {
 		t.Errorf("dev-two holds %v, want both devices", got)
 	}

@@ -199,10 +199,16 @@ func TestAPIPersistentVolumeClaims(t *testing.T) {
 	selectNode(t, c, "default", ephClaim, a.node)
 	podSucceeded(t, c, eph, 120*time.Second)
 	ephPVC, err := c.Admin.CoreV1().PersistentVolumeClaims("default").Get(ctx, ephClaim, metav1.GetOptions{})
-	if err != nil || !metav1.IsControlledBy(ephPVC, eph) {
-		t.Fatalf("the ephemeral claim is not the pod's: %v %+v", err, ephPVC.OwnerReferences)
+	if err != nil {
+		t.Fatalf("the ephemeral claim: %v", err)
 	}
-	ephPV, _ := c.Admin.CoreV1().PersistentVolumes().Get(ctx, ephPVC.Spec.VolumeName, metav1.GetOptions{})
+	if !metav1.IsControlledBy(ephPVC, eph) {
+		t.Fatalf("the ephemeral claim is not the pod's: %+v", ephPVC.OwnerReferences)
+	}
+	ephPV, err := c.Admin.CoreV1().PersistentVolumes().Get(ctx, ephPVC.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil || ephPV.Spec.HostPath == nil {
+		t.Fatalf("the ephemeral claim's volume: %v", err)
+	}
 	if err := c.Admin.CoreV1().Pods(eph.Namespace).Delete(ctx, eph.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 		t.Fatal(err)
 	}
@@ -212,6 +218,24 @@ func TestAPIPersistentVolumeClaims(t *testing.T) {
 			return false
 		}
 		_, err = os.Stat(ephPV.Spec.HostPath.Path)
+		return os.IsNotExist(err)
+	})
+
+	// The claim deleted once its pods are: its volume and directory go
+	// (reclaim policy Delete), while the provisioner still runs.
+	c.Admin.CoreV1().Pods(reader.Namespace).Delete(ctx, reader.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	eventually(t, 60*time.Second, "the pods on the claim gone", func() bool {
+		return apiPod(c, t, reader.Namespace, reader.Name) == nil && apiPod(c, t, writer.Namespace, writer.Name) == nil
+	})
+	if err := c.Admin.CoreV1().PersistentVolumeClaims("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, "the claim's volume and directory deleted", func() bool {
+		_, err := c.Admin.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false
+		}
+		_, err = os.Stat(pv.Spec.HostPath.Path)
 		return os.IsNotExist(err)
 	})
 }
