@@ -33,13 +33,15 @@ func (a *agent) newDevices() (err error) {
 	return err
 }
 
-// podGone tells whether a pod finished or left the node and none of its
-// containers runs any more (a finished pod's are stopped with their
-// grace period): its devices may go to the next pod.
+// podGone tells whether a pod's devices may go to the next pod, as the
+// kubelet's active pods decide: a pod removed from the node (deleted,
+// even while its containers are being killed: the scheduler places the
+// next pod at once) or refused; an evicted one once its kill ended; a
+// finished one once its containers stopped.
 func (a *agent) podGone(uid types.UID) bool {
 	switch a.desired.State(uid) {
-	case podmanager.Unknown, podmanager.Refused:
-		return true // forgotten once its kill ended, or never ran
+	case podmanager.Unknown, podmanager.Refused, podmanager.Terminating:
+		return true
 	case podmanager.Evicted:
 		return !a.desired.IsTerminating(uid)
 	case podmanager.Finished:
