@@ -23,12 +23,13 @@ import (
 func (a *agent) newDevices() (err error) {
 	if a.devices, err = devicemanager.New(devicemanager.Config{
 		Dir: filepath.Join(a.o.rootDir, "device-plugins"), Gone: a.podGone, Clock: a.clk, Logger: a.log,
+		OnRegister: a.mets.Devices.Registered, OnAllocate: a.mets.Devices.Allocated,
 	}); err != nil {
 		return err
 	}
 	a.podResources, err = podresources.New(podresources.Config{
 		Dir: filepath.Join(a.o.rootDir, "pod-resources"), Pods: a.desired.ActivePods,
-		Devices: a.devices, CPUs: a.cpuMgr, Logger: a.log,
+		Devices: a.devices, CPUs: a.cpuMgr, OnRequest: a.mets.Devices.PodResourcesRequest, Logger: a.log,
 	})
 	return err
 }

@@ -163,6 +163,9 @@ func (m *Manager) allocateContainer(ctx context.Context, p *v1.Pod, c *v1.Contai
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 		resp, err := ep.client.Allocate(cctx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: sets.List(ids)}}})
 		cancel()
+		if m.cfg.OnAllocate != nil {
+			m.cfg.OnAllocate(res, m.cfg.Clock.Since(start))
+		}
 		m.mu.Lock()
 		rs := m.entry(p.UID, c.Name, false)
 		switch {

@@ -52,6 +52,11 @@ type Config struct {
 	// asked about: one restored from the checkpoint may not have been
 	// admitted again yet.
 	Gone func(uid types.UID) bool
+	// OnRegister and OnAllocate, if set, observe each registration
+	// request and how long each plugin's Allocate took (the kubelet's
+	// device plugin metrics).
+	OnRegister func(resource string)
+	OnAllocate func(resource string, took time.Duration)
 	// OnChange, if set, is called (without the manager's lock) when a
 	// resource's devices or health change: the node's capacity did.
 	OnChange func()

@@ -34,6 +34,9 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 	m := r.m
 	log := m.log.With(zap.String("resource", req.ResourceName), zap.String("endpoint", req.Endpoint))
 	log.Info("device plugin registration request")
+	if m.cfg.OnRegister != nil {
+		m.cfg.OnRegister(req.ResourceName)
+	}
 	if !slices.Contains(pluginapi.SupportedVersions[:], req.Version) {
 		err := fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", req.Version, pluginapi.SupportedVersions)
 		log.Warn("device plugin refused", zap.Error(err))

@@ -12,7 +12,8 @@
 // kubelet_pod_worker_duration_seconds{operation_type},
 // kubelet_runtime_operations_{total,errors_total,duration_seconds}{operation_type}
 // (runtime.go), kubelet_pod_start_{duration,sli_duration,total_duration}_seconds
-// (podstart.go), kubelet_running_pods and
+// (podstart.go), the device plugin and pod resources API counts
+// (devices.go), kubelet_running_pods and
 // kubelet_running_containers{container_state}. What the kubelet has no
 // metric for keeps a nodeagent_ name: nodeagent_sync_loop_iteration_duration_seconds{kind},
 // nodeagent_pod_workers.
@@ -42,6 +43,9 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	// PodStart tracks pod start-up latencies (podstart.go).
 	PodStart *PodStart
+	// Devices counts device plugin registrations, allocations and pod
+	// resources API calls (devices.go).
+	Devices *Devices
 
 	clock          clock.PassiveClock
 	iteration      *prometheus.HistogramVec
@@ -93,6 +97,8 @@ func New(c clock.PassiveClock) *Metrics {
 		ops: newRuntimeOps(),
 	}
 	m.PodStart = newPodStart(c)
+	m.Devices = newDevices()
+	m.Registry.MustRegister(m.Devices.collectors()...)
 	m.Registry.MustRegister(m.iteration, m.relist, m.relistInterval, m.podWorker,
 		m.ops.total, m.ops.errors, m.ops.duration,
 		m.PodStart.start, m.PodStart.sli, m.PodStart.total, m.PodStart.firstNetwork,

@@ -150,3 +150,42 @@ func TestNoLastSeenBeforeFirstRelist(t *testing.T) {
 		}
 	}
 }
+
+// The device plugin and pod resources metrics carry the kubelet's names
+// and labels.
+func TestDeviceMetrics(t *testing.T) {
+	m := New(testclock.NewFakeClock(time.Unix(1, 0)))
+	m.Devices.Registered("example.com/r")
+	m.Devices.Allocated("example.com/r", 20*time.Millisecond)
+	m.Devices.PodResourcesRequest("list")
+	m.Devices.PodResourcesRequest("get")
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		switch f.GetName() {
+		case "kubelet_device_plugin_registration_total":
+			if mt := f.GetMetric()[0]; mt.GetCounter().GetValue() != 1 || mt.GetLabel()[0].GetName() != "resource_name" || mt.GetLabel()[0].GetValue() != "example.com/r" {
+				t.Errorf("registrations %v", mt)
+			}
+		case "kubelet_pod_resources_endpoint_requests_total":
+			if mt := f.GetMetric()[0]; mt.GetCounter().GetValue() != 2 || mt.GetLabel()[0].GetValue() != "v1" {
+				t.Errorf("pod resources requests %v", mt)
+			}
+		}
+	}
+	want := map[string]bool{"kubelet_device_plugin_registration_total": false, "kubelet_device_plugin_alloc_duration_seconds": false,
+		"kubelet_pod_resources_endpoint_requests_total": false, "kubelet_pod_resources_endpoint_requests_list": false,
+		"kubelet_pod_resources_endpoint_requests_get": false}
+	for _, f := range fams {
+		if _, ok := want[f.GetName()]; ok {
+			want[f.GetName()] = true
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("%s not exported", name)
+		}
+	}
+}

@@ -53,7 +53,10 @@ type Config struct {
 	Pods    func() []*v1.Pod
 	Devices Devices
 	CPUs    CPUs
-	Logger  *zap.Logger
+	// OnRequest, if set, counts each call: list, get_allocatable or get
+	// (the kubelet's pod resources metrics).
+	OnRequest func(method string)
+	Logger    *zap.Logger
 }
 
 // Server is the pod resources API.
@@ -96,6 +99,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // List gives every active pod's resources.
 func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {
+	s.count("list")
 	assigned := s.cfg.CPUs.Assignments()
 	out := &api.ListPodResourcesResponse{}
 	for _, p := range s.cfg.Pods() {
@@ -106,6 +110,7 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 
 // Get gives one active pod's resources.
 func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	s.count("get")
 	for _, p := range s.cfg.Pods() {
 		if p.Name == req.PodName && p.Namespace == req.PodNamespace {
 			return &api.GetPodResourcesResponse{PodResources: s.pod(p, s.cfg.CPUs.Assignments())}, nil
@@ -150,6 +155,7 @@ func (s *Server) pod(p *v1.Pod, assigned map[string]map[string]cpuset.CPUSet) *a
 // GetAllocatableResources gives the node's healthy devices and the CPUs
 // exclusive allocation draws from.
 func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
+	s.count("get_allocatable")
 	out := &api.AllocatableResourcesResponse{}
 	healthy := s.cfg.Devices.HealthyDevices()
 	for _, res := range slices.Sorted(maps.Keys(healthy)) {
@@ -163,4 +169,10 @@ func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResour
 		out.CpuIds = append(out.CpuIds, int64(cpu))
 	}
 	return out, nil
+}
+
+func (s *Server) count(method string) {
+	if s.cfg.OnRequest != nil {
+		s.cfg.OnRequest(method)
+	}
 }

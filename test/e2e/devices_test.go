@@ -226,7 +226,9 @@ func TestAPIDevicePlugin(t *testing.T) {
 	if err := c.Admin.CoreV1().Pods(one.Namespace).Delete(context.Background(), one.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "dev-one gone from the API (its kill over)", func() bool { return apiPod(c, t, one.Namespace, one.Name) == nil })
+	// Force-deleted: gone from the API at once, and, as with the kubelet,
+	// its device is free for the next pod while it is being killed.
+	eventually(t, 60*time.Second, "dev-one gone from the API", func() bool { return apiPod(c, t, one.Namespace, one.Name) == nil })
 	createRunning(t, c, devicePod(a, "dev-two", 2))
 	list, _ = mustPodResources(t, a)
 	if got := listedDevices(list, a.podName("dev-two"), "main"); len(got) != 2 {
