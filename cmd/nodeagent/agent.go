@@ -21,6 +21,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/backoff"
 	"github.com/nodeagent/nodeagent/internal/cpumanager"
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/csi"
 	"github.com/nodeagent/nodeagent/internal/devicemanager"
 	"github.com/nodeagent/nodeagent/internal/dns"
 	"github.com/nodeagent/nodeagent/internal/eviction"
@@ -30,6 +31,7 @@ import (
 	"github.com/nodeagent/nodeagent/internal/metrics"
 	"github.com/nodeagent/nodeagent/internal/node"
 	"github.com/nodeagent/nodeagent/internal/pleg"
+	"github.com/nodeagent/nodeagent/internal/pluginmanager"
 	"github.com/nodeagent/nodeagent/internal/pod"
 	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/podresources"
@@ -72,6 +74,8 @@ type agent struct {
 	vols           *podvolumes.Manager
 	cpuMgr         *cpumanager.Manager
 	devices        *devicemanager.Manager
+	csi            *csi.Manager // nil standalone
+	plugins        *pluginmanager.Manager
 	podResources   *podresources.Server
 	cleanupCgroups func(running map[pod.UID]bool)
 	cgroupPhases   []cri.Phase
@@ -203,9 +207,15 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	if a.imageGC, err = newImageGC(o, a.conn, clk, a.api, a.nodeName, log); err != nil {
 		return err
 	}
-	// Pod directories and the volumes in them.
-	if a.vols, err = podvolumes.New(podvolumes.Config{RootDir: o.rootDir, NodeIP: a.nodeIP, Objects: a.api.PodObjects(),
-		Claims: a.api.Claims(), Clock: clk, Logger: log}); err != nil {
+	// Pod directories and the volumes in them; CSI drivers in API mode.
+	vc := podvolumes.Config{RootDir: o.rootDir, NodeIP: a.nodeIP, Objects: a.api.PodObjects(), Claims: a.api.Claims(), Clock: clk, Logger: log}
+	if err := a.newCSI(); err != nil {
+		return err
+	}
+	if a.csi != nil {
+		vc.CSI = a.csi
+	}
+	if a.vols, err = podvolumes.New(vc); err != nil {
 		return err
 	}
 	if a.cpuMgr, err = newCPUManager(o, a.conn, clk, log); err != nil {

@@ -9,9 +9,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/nodeagent/nodeagent/internal/cri"
+	"github.com/nodeagent/nodeagent/internal/csi"
 	"github.com/nodeagent/nodeagent/internal/devicemanager"
+	"github.com/nodeagent/nodeagent/internal/pluginmanager"
 	"github.com/nodeagent/nodeagent/internal/podmanager"
 	"github.com/nodeagent/nodeagent/internal/podresources"
 )
@@ -53,8 +56,23 @@ func (a *agent) podGone(uid types.UID) bool {
 	return false
 }
 
-// runDevices serves the device plugins' registration and the pod
-// resources API; a socket that cannot be served is logged, and the
+// newCSI builds, in API mode, the CSI manager (its published volumes
+// recovered) and the plugin registration watcher that hands it the
+// drivers registering in <root-dir>/plugins_registry.
+func (a *agent) newCSI() (err error) {
+	handlers := map[string]pluginmanager.Handler{}
+	if a.api != nil {
+		if a.csi, err = csi.New(csi.Config{RootDir: a.o.rootDir, NodeName: a.nodeName, Client: a.api.Client.Clientset, Logger: a.log}); err != nil {
+			return err
+		}
+		handlers[regapi.CSIPlugin] = a.csi
+	}
+	a.plugins, err = pluginmanager.New(pluginmanager.Config{Dir: filepath.Join(a.o.rootDir, "plugins_registry"), Handlers: handlers, Logger: a.log})
+	return err
+}
+
+// runDevices serves the device plugins' registration, the plugin
+// registration directory and the pod resources API; a socket that cannot be served is logged, and the
 // pods run on without it.
 func (a *agent) runDevices(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -62,6 +80,11 @@ func (a *agent) runDevices(ctx context.Context) {
 	wg.Go(func() {
 		if err := a.podResources.Run(ctx); err != nil {
 			a.log.Error("pod resources API not served", zap.Error(err))
+		}
+	})
+	wg.Go(func() {
+		if err := a.plugins.Run(ctx); err != nil {
+			a.log.Error("plugins cannot register (plugins_registry)", zap.Error(err))
 		}
 	})
 	if err := a.devices.Run(ctx); err != nil {

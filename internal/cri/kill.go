@@ -152,6 +152,11 @@ func (r *Runtime) KillPod(ctx context.Context, p *v1.Pod, st *pod.RuntimeStatus,
 			return fmt.Errorf("remove pod log directory: %w", err)
 		}
 	}
+	// Volumes first (CSI volumes unpublished by their driver), then the
+	// directory.
+	if err := r.cfg.Volumes.Release(st.UID); err != nil {
+		return err
+	}
 	if err := volume.RemoveAll(r.cfg.Volumes.Dir(st.UID)); err != nil {
 		return fmt.Errorf("remove pod directory: %w", err)
 	}

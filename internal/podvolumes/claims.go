@@ -15,6 +15,17 @@ import (
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
+// CSI stages and publishes CSI persistent volumes (csi.Manager).
+type CSI interface {
+	// Publish makes pv available to the pod and returns the path to
+	// mount.
+	Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error)
+	// Unpublish takes back every volume published for the pod.
+	Unpublish(ctx context.Context, uid types.UID) error
+	// Pods are the pods with published volumes.
+	Pods() []types.UID
+}
+
 // Claims reads PersistentVolumeClaims and PersistentVolumes from the API
 // server (nil in standalone mode). Errors for a missing object satisfy
 // apierrors.IsNotFound.
@@ -99,7 +110,15 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		m.claimed(p, v, claimVolume{path: src.Local.Path, local: true})
 		return src.Local.Path, readOnly, nil
 	case src.CSI != nil:
-		return "", false, fmt.Errorf("PV %s: CSI volumes (driver %s) are not supported by nodeagent yet", pv.Name, src.CSI.Driver)
+		if m.cfg.CSI == nil {
+			return "", false, fmt.Errorf("PV %s: CSI volumes (driver %s) need an API server", pv.Name, src.CSI.Driver)
+		}
+		path, err := m.cfg.CSI.Publish(ctx, p, pv, readOnly)
+		if err != nil {
+			return "", false, err
+		}
+		m.claimed(p, v, claimVolume{path: path})
+		return path, readOnly, nil
 	}
 	return "", false, errors.New("PV " + pv.Name + ": volume source not supported (hostPath and local are)")
 }

@@ -1,11 +1,13 @@
 package podvolumes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +32,8 @@ type Config struct {
 	// Claims, set in API mode, reads persistent volume claims and
 	// volumes; nil in standalone mode.
 	Claims Claims
+	// CSI, set in API mode, publishes CSI persistent volumes.
+	CSI CSI
 	// Clock stamps volume versions and ages cached tokens.
 	Clock  clock.PassiveClock
 	Logger *zap.Logger
@@ -81,6 +85,15 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 	if err != nil {
 		return
 	}
+	if m.cfg.CSI != nil {
+		for _, uid := range m.cfg.CSI.Pods() {
+			if !active[pod.UID(uid)] {
+				if err := m.unpublish(uid); err != nil {
+					m.log.Warn("unpublish CSI volumes of a gone pod; retrying", zap.String("podUID", string(uid)), zap.Error(err))
+				}
+			}
+		}
+	}
 	for _, e := range entries {
 		if !active[pod.UID(e.Name())] {
 			m.removeDir(filepath.Join(root, e.Name()))
@@ -104,6 +117,9 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 // subPath binds) and removed, as the kubelet tears down a terminated
 // pod's volumes — keeping the rest of its directory until the pod goes.
 func (m *Manager) Release(uid types.UID) error {
+	if err := m.unpublish(uid); err != nil {
+		return fmt.Errorf("release volumes: %w", err)
+	}
 	m.cmu.Lock()
 	delete(m.claims, uid)
 	delete(m.owned, uid)
@@ -123,4 +139,14 @@ func (m *Manager) removeDir(dir string) {
 		return
 	}
 	m.log.Info("removed directory of a gone pod", zap.String("dir", dir))
+}
+
+// unpublish takes back the pod's CSI volumes (none without CSI).
+func (m *Manager) unpublish(uid types.UID) error {
+	if m.cfg.CSI == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return m.cfg.CSI.Unpublish(ctx, uid)
 }

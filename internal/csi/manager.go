@@ -1,0 +1,563 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+)
+
+// The kubelet's CSI plugin directory names and vol_data.json keys
+// (pkg/volume/csi).
+const (
+	pluginName  = "kubernetes.io/csi"
+	podPlugin   = "kubernetes.io~csi"
+	globalMount = "globalmount"
+	volDataFile = "vol_data.json"
+)
+
+// Config wires a Manager.
+type Config struct {
+	// RootDir is the agent's root: <RootDir>/plugins/kubernetes.io/csi
+	// holds the staged volumes, <RootDir>/pods/<uid>/volumes/kubernetes.io~csi
+	// the published ones.
+	RootDir  string
+	NodeName string
+	// Client, set in API mode, reads CSIDriver objects, VolumeAttachments
+	// and secrets, and writes the CSINode; nil standalone.
+	Client kubernetes.Interface
+	// CallTimeout bounds each call to a driver (the kubelet's 2m).
+	CallTimeout time.Duration
+	Logger      *zap.Logger
+}
+
+// Manager is the node side of CSI: the drivers registered through the
+// plugin registration directory, the CSINode that lists them, and the
+// volumes staged and published for pods.
+type Manager struct {
+	cfg Config
+	log *zap.Logger
+
+	mu        sync.Mutex
+	drivers   map[string]*driver
+	published map[types.UID]map[string]*volData // pod → PV name → its publication
+}
+
+// driver is a registered CSI driver.
+type driver struct {
+	name, endpoint string
+	conn           *grpc.ClientConn
+	node           csipb.NodeClient
+	stage          bool // STAGE_UNSTAGE_VOLUME
+}
+
+// volData is a published volume, written beside its mount as the
+// kubelet's vol_data.json (its keys), so a restarted agent (or the
+// kubelet) finds it.
+type volData struct {
+	SpecVolID     string `json:"specVolID"`
+	VolumeHandle  string `json:"volumeHandle"`
+	DriverName    string `json:"driverName"`
+	NodeName      string `json:"nodeName"`
+	AttachmentID  string `json:"attachmentID,omitempty"`
+	LifecycleMode string `json:"volumeLifecycleMode,omitempty"`
+	// Not the kubelet's: whether it was staged, and where.
+	Staging string `json:"nodeagentStagingPath,omitempty"`
+	target  string
+}
+
+// New returns a Manager with the volumes published by an earlier run
+// (their vol_data.json files).
+func New(cfg Config) (*Manager, error) {
+	if cfg.RootDir == "" || cfg.NodeName == "" || cfg.Logger == nil {
+		return nil, errors.New("csi: RootDir, NodeName and Logger are required")
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger.Named("csi"), drivers: map[string]*driver{}, published: map[types.UID]map[string]*volData{}}
+	m.recover()
+	return m, nil
+}
+
+// recover reads the vol_data.json of every volume published beneath the
+// pod directories.
+func (m *Manager) recover() {
+	files, _ := filepath.Glob(filepath.Join(m.cfg.RootDir, "pods", "*", "volumes", podPlugin, "*", volDataFile))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var d volData
+		if err := json.Unmarshal(b, &d); err != nil || d.DriverName == "" {
+			m.log.Warn("unreadable CSI volume data; left as it is", zap.String("file", f), zap.Error(err))
+			continue
+		}
+		d.target = filepath.Join(filepath.Dir(f), "mount")
+		uid := types.UID(filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(f))))))
+		if m.published[uid] == nil {
+			m.published[uid] = map[string]*volData{}
+		}
+		m.published[uid][d.SpecVolID] = &d
+	}
+	if len(files) > 0 {
+		m.log.Info("CSI volumes published by an earlier run", zap.Int("volumes", len(files)))
+	}
+}
+
+// Pods are the pods with published volumes.
+func (m *Manager) Pods() []types.UID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []types.UID
+	for uid := range m.published {
+		out = append(out, uid)
+	}
+	return out
+}
+
+// stagingPath is the kubelet's global mount of a volume handle.
+func (m *Manager) stagingPath(drv, handle string) string {
+	return filepath.Join(m.cfg.RootDir, "plugins", pluginName, drv, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))), globalMount)
+}
+
+// podVolumeDir is where a pod's volume is published (its "mount"
+// beneath) and its vol_data.json kept.
+func (m *Manager) podVolumeDir(uid types.UID, pv string) string {
+	return filepath.Join(m.cfg.RootDir, "pods", string(uid), "volumes", podPlugin, pv)
+}
+
+// Publish stages (once per volume, when the driver stages) and publishes
+// a CSI persistent volume into the pod's directory and returns the path
+// to mount, as the kubelet's CSI volume plugin: the CSIDriver object
+// says whether to wait for the VolumeAttachment (attachRequired, the
+// default) and whether the driver wants the pod's identity
+// (podInfoOnMount); secrets named by the volume are read. A volume
+// already published for the pod is returned as it is.
+func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
+	src := pv.Spec.CSI
+	m.mu.Lock()
+	if d := m.published[p.UID][pv.Name]; d != nil {
+		m.mu.Unlock()
+		return d.target, nil
+	}
+	drv := m.drivers[src.Driver]
+	m.mu.Unlock()
+	if drv == nil {
+		return "", fmt.Errorf("driver name %s not found in the list of registered CSI drivers", src.Driver)
+	}
+	info, err := m.driverObject(ctx, src.Driver)
+	if err != nil {
+		return "", err
+	}
+	d := &volData{SpecVolID: pv.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName,
+		LifecycleMode: string(storagev1.VolumeLifecyclePersistent)}
+	var publishContext map[string]string
+	if info.attach {
+		d.AttachmentID = attachmentName(src.VolumeHandle, src.Driver, m.cfg.NodeName)
+		if publishContext, err = m.attached(ctx, d.AttachmentID); err != nil {
+			return "", err
+		}
+	}
+	capability := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: src.FSType, MountFlags: pv.Spec.MountOptions}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(pv.Spec.AccessModes)},
+	}
+	readOnly = readOnly || src.ReadOnly
+	if drv.stage {
+		d.Staging = m.stagingPath(src.Driver, src.VolumeHandle)
+		if err := m.stage(ctx, drv, pv, d.Staging, publishContext, capability); err != nil {
+			return "", err
+		}
+	}
+	dir := m.podVolumeDir(p.UID, pv.Name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	if err := writeVolData(dir, d); err != nil {
+		return "", err
+	}
+	d.target = filepath.Join(dir, "mount")
+	attrs := map[string]string{}
+	for k, v := range src.VolumeAttributes {
+		attrs[k] = v
+	}
+	if info.podInfo {
+		attrs["csi.storage.k8s.io/pod.name"] = p.Name
+		attrs["csi.storage.k8s.io/pod.namespace"] = p.Namespace
+		attrs["csi.storage.k8s.io/pod.uid"] = string(p.UID)
+		attrs["csi.storage.k8s.io/serviceAccount.name"] = p.Spec.ServiceAccountName
+		attrs["csi.storage.k8s.io/ephemeral"] = "false"
+	}
+	secrets, err := m.secrets(ctx, src.NodePublishSecretRef)
+	if err != nil {
+		return "", err
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	if _, err := drv.node.NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: src.VolumeHandle, PublishContext: publishContext, StagingTargetPath: d.Staging, TargetPath: d.target,
+		VolumeCapability: capability, Readonly: readOnly, Secrets: secrets, VolumeContext: attrs,
+	}); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("rpc error: NodePublishVolume of %s: %w", pv.Name, err)
+	}
+	m.mu.Lock()
+	if m.published[p.UID] == nil {
+		m.published[p.UID] = map[string]*volData{}
+	}
+	m.published[p.UID][pv.Name] = d
+	m.mu.Unlock()
+	m.log.Info("CSI volume published", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("pv", pv.Name),
+		zap.String("driver", src.Driver), zap.String("target", d.target), zap.Bool("staged", d.Staging != ""))
+	return d.target, nil
+}
+
+// stage stages a volume unless a published volume of the same handle
+// already did.
+func (m *Manager) stage(ctx context.Context, drv *driver, pv *v1.PersistentVolume, staging string, publishContext map[string]string, capability *csipb.VolumeCapability) error {
+	src := pv.Spec.CSI
+	if m.staged(src.Driver, src.VolumeHandle) {
+		return nil
+	}
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return err
+	}
+	secrets, err := m.secrets(ctx, src.NodeStageSecretRef)
+	if err != nil {
+		return err
+	}
+	if err := writeVolData(filepath.Dir(staging), &volData{SpecVolID: pv.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName}); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	if _, err := drv.node.NodeStageVolume(cctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: src.VolumeHandle, PublishContext: publishContext, StagingTargetPath: staging,
+		VolumeCapability: capability, Secrets: secrets, VolumeContext: src.VolumeAttributes,
+	}); err != nil {
+		return fmt.Errorf("rpc error: NodeStageVolume of %s: %w", pv.Name, err)
+	}
+	m.log.Info("CSI volume staged", zap.String("pv", pv.Name), zap.String("driver", src.Driver), zap.String("staging", staging))
+	return nil
+}
+
+// staged: a published volume of this handle is staged.
+func (m *Manager) staged(drv, handle string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, vols := range m.published {
+		for _, d := range vols {
+			if d.DriverName == drv && d.VolumeHandle == handle && d.Staging != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Unpublish unpublishes every volume of a pod, and unstages each that no
+// other pod uses; what the driver cannot do now (gone, or failing) is
+// the error, kept for the next call.
+func (m *Manager) Unpublish(ctx context.Context, uid types.UID) error {
+	m.mu.Lock()
+	vols := m.published[uid]
+	names := make([]string, 0, len(vols))
+	for n := range vols {
+		names = append(names, n)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	var errs []error
+	for _, n := range names {
+		if err := m.unpublish(ctx, uid, vols[n]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) unpublish(ctx context.Context, uid types.UID, d *volData) error {
+	m.mu.Lock()
+	drv := m.drivers[d.DriverName]
+	m.mu.Unlock()
+	if drv == nil {
+		return fmt.Errorf("unpublish CSI volume %s: driver %s not registered", d.SpecVolID, d.DriverName)
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	if _, err := drv.node.NodeUnpublishVolume(cctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: d.VolumeHandle, TargetPath: d.target}); err != nil {
+		return fmt.Errorf("rpc error: NodeUnpublishVolume of %s: %w", d.SpecVolID, err)
+	}
+	os.Remove(d.target)
+	os.Remove(filepath.Join(filepath.Dir(d.target), volDataFile))
+	os.Remove(filepath.Dir(d.target))
+	m.mu.Lock()
+	delete(m.published[uid], d.SpecVolID)
+	if len(m.published[uid]) == 0 {
+		delete(m.published, uid)
+	}
+	m.mu.Unlock()
+	m.log.Info("CSI volume unpublished", zap.String("podUID", string(uid)), zap.String("pv", d.SpecVolID), zap.String("driver", d.DriverName))
+	if d.Staging == "" || m.staged(d.DriverName, d.VolumeHandle) {
+		return nil // not staged, or still used by another pod
+	}
+	cctx2, cancel2 := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel2()
+	if _, err := drv.node.NodeUnstageVolume(cctx2, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: d.Staging}); err != nil {
+		// Put back: the next call unstages it.
+		m.mu.Lock()
+		if m.published[uid] == nil {
+			m.published[uid] = map[string]*volData{}
+		}
+		m.published[uid][d.SpecVolID] = &volData{SpecVolID: d.SpecVolID, VolumeHandle: d.VolumeHandle, DriverName: d.DriverName, Staging: d.Staging, target: d.target}
+		m.mu.Unlock()
+		return fmt.Errorf("rpc error: NodeUnstageVolume of %s: %w", d.SpecVolID, err)
+	}
+	os.Remove(d.Staging)
+	os.Remove(filepath.Join(filepath.Dir(d.Staging), volDataFile))
+	os.Remove(filepath.Dir(d.Staging))
+	m.log.Info("CSI volume unstaged", zap.String("pv", d.SpecVolID), zap.String("driver", d.DriverName))
+	return nil
+}
+
+func writeVolData(dir string, d *volData) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, volDataFile), b, 0o644)
+}
+
+// driverInfo is what a CSIDriver object asks of the node.
+type driverInfo struct{ attach, podInfo bool }
+
+// driverObject reads the driver's CSIDriver object: without one (or
+// standalone), attachment is required, as the kubelet's default.
+func (m *Manager) driverObject(ctx context.Context, name string) (driverInfo, error) {
+	info := driverInfo{attach: true}
+	if m.cfg.Client == nil {
+		return info, nil
+	}
+	obj, err := m.cfg.Client.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return info, nil
+	}
+	if err != nil {
+		return info, fmt.Errorf("read CSIDriver %s: %w", name, err)
+	}
+	if obj.Spec.AttachRequired != nil {
+		info.attach = *obj.Spec.AttachRequired
+	}
+	info.podInfo = obj.Spec.PodInfoOnMount != nil && *obj.Spec.PodInfoOnMount
+	return info, nil
+}
+
+// attachmentName is the kubelet's VolumeAttachment name for a volume on
+// a node.
+func attachmentName(handle, drv, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+drv+node)))
+}
+
+// attached returns the attachment's publish context once it is attached;
+// an error (the container waits) until then.
+func (m *Manager) attached(ctx context.Context, name string) (map[string]string, error) {
+	if m.cfg.Client == nil {
+		return nil, errors.New("the volume needs a VolumeAttachment, which needs an API server")
+	}
+	va, err := m.cfg.Client.StorageV1().VolumeAttachments().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("volume attachment %s: %w", name, err)
+	}
+	if !va.Status.Attached {
+		if e := va.Status.AttachError; e != nil {
+			return nil, fmt.Errorf("volume attachment %s failed: %s", name, e.Message)
+		}
+		return nil, fmt.Errorf("volume attachment %s is not attached yet", name)
+	}
+	return va.Status.AttachmentMetadata, nil
+}
+
+// secrets reads a secret a volume names (nil ref: none).
+func (m *Manager) secrets(ctx context.Context, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	if m.cfg.Client == nil {
+		return nil, errors.New("the volume's secret needs an API server")
+	}
+	s, err := m.cfg.Client.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	out := map[string]string{}
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// accessMode is the CSI access mode of a PV's first access mode (the
+// kubelet's asCSIAccessModeV1).
+func accessMode(modes []v1.PersistentVolumeAccessMode) csipb.VolumeCapability_AccessMode_Mode {
+	if len(modes) == 0 {
+		return csipb.VolumeCapability_AccessMode_UNKNOWN
+	}
+	switch modes[0] {
+	case v1.ReadWriteOnce, v1.ReadWriteOncePod:
+		return csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	case v1.ReadOnlyMany:
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	case v1.ReadWriteMany:
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	}
+	return csipb.VolumeCapability_AccessMode_UNKNOWN
+}
+
+// RegisterDriver connects to a driver that registered (package
+// pluginmanager): its node info goes into the CSINode, its capabilities
+// decide staging. An error refuses the registration.
+func (m *Manager) RegisterDriver(ctx context.Context, name, endpoint string) error {
+	conn, err := grpc.NewClient("unix://"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	drv := &driver{name: name, endpoint: endpoint, conn: conn, node: csipb.NewNodeClient(conn)}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	info, err := drv.node.NodeGetInfo(cctx, &csipb.NodeGetInfoRequest{})
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("error during CSI NodeGetInfo() call: %w", err)
+	}
+	caps, err := drv.node.NodeGetCapabilities(cctx, &csipb.NodeGetCapabilitiesRequest{})
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("error during CSI NodeGetCapabilities() call: %w", err)
+	}
+	for _, c := range caps.Capabilities {
+		if c.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
+			drv.stage = true
+		}
+	}
+	if err := m.updateCSINode(ctx, name, info); err != nil {
+		conn.Close()
+		return err
+	}
+	m.mu.Lock()
+	old := m.drivers[name]
+	m.drivers[name] = drv
+	m.mu.Unlock()
+	if old != nil {
+		old.conn.Close()
+	}
+	m.log.Info("CSI driver registered", zap.String("driver", name), zap.String("endpoint", endpoint),
+		zap.String("nodeID", info.NodeId), zap.Bool("stageUnstage", drv.stage))
+	return nil
+}
+
+// DeregisterDriver forgets a driver whose registration socket went: it
+// leaves the CSINode.
+func (m *Manager) DeregisterDriver(ctx context.Context, name string) {
+	m.mu.Lock()
+	drv := m.drivers[name]
+	delete(m.drivers, name)
+	m.mu.Unlock()
+	if drv == nil {
+		return
+	}
+	drv.conn.Close()
+	if err := m.updateCSINode(ctx, name, nil); err != nil {
+		m.log.Warn("remove the driver from the CSINode", zap.String("driver", name), zap.Error(err))
+	}
+	m.log.Info("CSI driver deregistered", zap.String("driver", name))
+}
+
+// updateCSINode puts a driver into the node's CSINode (info nil: takes
+// it out), made when missing and owned by the Node, as the kubelet's
+// nodeinfomanager; its topology keys and volume limit come with it.
+func (m *Manager) updateCSINode(ctx context.Context, name string, info *csipb.NodeGetInfoResponse) error {
+	if m.cfg.Client == nil {
+		return nil
+	}
+	api := m.cfg.Client.StorageV1().CSINodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			if info == nil {
+				return nil
+			}
+			node, err := m.cfg.Client.CoreV1().Nodes().Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("read the Node for its CSINode: %w", err)
+			}
+			cur = &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: m.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}}}
+			cur.Spec.Drivers = []storagev1.CSINodeDriver{csiNodeDriver(name, info)}
+			_, err = api.Create(ctx, cur, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		drivers := slices.DeleteFunc(slices.Clone(cur.Spec.Drivers), func(d storagev1.CSINodeDriver) bool { return d.Name == name })
+		if info != nil {
+			drivers = append(drivers, csiNodeDriver(name, info))
+		}
+		cur.Spec.Drivers = drivers
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func csiNodeDriver(name string, info *csipb.NodeGetInfoResponse) storagev1.CSINodeDriver {
+	d := storagev1.CSINodeDriver{Name: name, NodeID: info.NodeId, TopologyKeys: []string{}}
+	for k := range info.GetAccessibleTopology().GetSegments() {
+		d.TopologyKeys = append(d.TopologyKeys, k)
+	}
+	slices.Sort(d.TopologyKeys)
+	if info.MaxVolumesPerNode > 0 {
+		n := int32(info.MaxVolumesPerNode)
+		d.Allocatable = &storagev1.VolumeNodeResources{Count: &n}
+	}
+	return d
+}
+
+// ValidatePlugin accepts a driver that speaks CSI 1.x (the kubelet's
+// highestSupportedVersion).
+func (m *Manager) ValidatePlugin(name string, versions []string) error {
+	for _, v := range versions {
+		if strings.HasPrefix(strings.TrimPrefix(v, "v"), "1.") || strings.TrimPrefix(v, "v") == "1" {
+			return nil
+		}
+	}
+	return fmt.Errorf("none of the versions specified %q are supported by CSI driver %s", versions, name)
+}
+
+// RegisterPlugin implements pluginmanager.Handler.
+func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string) error {
+	return m.RegisterDriver(ctx, name, endpoint)
+}
+
+// DeregisterPlugin implements pluginmanager.Handler.
+func (m *Manager) DeregisterPlugin(ctx context.Context, name string) { m.DeregisterDriver(ctx, name) }
