@@ -1,0 +1,203 @@
+package csi
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// fakeNode is a CSI node service that records its calls.
+type fakeNode struct {
+	csipb.UnimplementedNodeServer
+	mu    sync.Mutex
+	calls []string
+	ctx   map[string]string // the last publish's volume context
+	pctx  map[string]string // the last publish's publish context
+}
+
+func (f *fakeNode) rec(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+
+func (f *fakeNode) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
+	return &csipb.NodeGetInfoResponse{NodeId: "id-1", MaxVolumesPerNode: 3, AccessibleTopology: &csipb.Topology{Segments: map[string]string{"zone": "a"}}}, nil
+}
+
+func (f *fakeNode) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{
+		Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}}}}, nil
+}
+
+func (f *fakeNode) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	f.rec("stage " + r.VolumeId)
+	return &csipb.NodeStageVolumeResponse{}, nil
+}
+
+func (f *fakeNode) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	f.rec("unstage " + r.VolumeId)
+	return &csipb.NodeUnstageVolumeResponse{}, nil
+}
+
+func (f *fakeNode) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	f.rec("publish " + r.VolumeId + " " + filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(r.TargetPath))))))
+	f.mu.Lock()
+	f.ctx, f.pctx = r.VolumeContext, r.PublishContext
+	f.mu.Unlock()
+	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+func (f *fakeNode) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	f.rec("unpublish " + r.VolumeId)
+	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (f *fakeNode) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func serveNode(t *testing.T, f *fakeNode) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "csi.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	csipb.RegisterNodeServer(s, f)
+	go s.Serve(ln)
+	t.Cleanup(s.Stop)
+	return sock
+}
+
+func csiPV(name, handle string) *v1.PersistentVolume {
+	return &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PersistentVolumeSpec{
+		AccessModes:            []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "d.test", VolumeHandle: handle}}}}
+}
+
+func pod(uid string) *v1.Pod {
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid, Namespace: "ns", UID: types.UID(uid)}}
+}
+
+// A registered driver is in the CSINode (owned by the Node); a volume is
+// staged once for the two pods that use it and published into each,
+// with the pod's identity as the CSIDriver asks; it is unstaged when the
+// last of them goes — also by a Manager started again over the same
+// directories.
+func TestRegisterPublishUnpublish(t *testing.T) {
+	root := t.TempDir()
+	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true)}})
+	f := &fakeNode{}
+	sock := serveNode(t, f)
+	m, err := New(Config{RootDir: root, NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	cn, err := cs.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil || len(cn.Spec.Drivers) != 1 || cn.Spec.Drivers[0].NodeID != "id-1" || cn.Spec.Drivers[0].TopologyKeys[0] != "zone" ||
+		*cn.Spec.Drivers[0].Allocatable.Count != 3 || cn.OwnerReferences[0].UID != "node-uid" {
+		t.Fatalf("CSINode: %v %+v", err, cn)
+	}
+	p1, p2 := pod("u1"), pod("u2")
+	target, err := m.Publish(ctx, p1, csiPV("pv", "h"), false)
+	if err != nil || !strings.HasSuffix(target, filepath.Join("pods", "u1", "volumes", "kubernetes.io~csi", "pv", "mount")) {
+		t.Fatalf("publish: %q %v", target, err)
+	}
+	if f.ctx["csi.storage.k8s.io/pod.name"] != "p-u1" || f.ctx["csi.storage.k8s.io/ephemeral"] != "false" {
+		t.Errorf("volume context %v: want the pod's identity", f.ctx)
+	}
+	if again, err := m.Publish(ctx, p1, csiPV("pv", "h"), false); err != nil || again != target {
+		t.Errorf("published again: %q %v", again, err)
+	}
+	if _, err := m.Publish(ctx, p2, csiPV("pv", "h"), false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.got(), []string{"stage h", "publish h u1", "publish h u2"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if err := m.Unpublish(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.got(); got[len(got)-1] != "unpublish h" {
+		t.Errorf("after the first pod: %q (no unstage while u2 uses it)", got)
+	}
+
+	// A new Manager (an agent restart) finds u2's volume, and unstages
+	// it once u2 goes.
+	m2, _ := New(Config{RootDir: root, NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	if pods := m2.Pods(); len(pods) != 1 || pods[0] != "u2" {
+		t.Fatalf("recovered pods %v", pods)
+	}
+	if err := m2.Unpublish(ctx, "u2"); err == nil || !strings.Contains(err.Error(), "not registered") {
+		t.Errorf("unpublish before the driver registered again: %v", err)
+	}
+	if err := m2.RegisterDriver(ctx, "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Unpublish(ctx, "u2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.got(); strings.Join(got[len(got)-2:], ",") != "unpublish h,unstage h" {
+		t.Errorf("calls %q: want the last pod's unpublish, then unstage", got)
+	}
+	if len(m2.Pods()) != 0 {
+		t.Errorf("pods left: %v", m2.Pods())
+	}
+	m2.DeregisterDriver(ctx, "d.test")
+	if cn, _ := cs.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{}); len(cn.Spec.Drivers) != 0 {
+		t.Errorf("CSINode after deregistration: %+v", cn.Spec.Drivers)
+	}
+}
+
+// Without a CSIDriver object attachment is required: the volume waits
+// for its VolumeAttachment, and is published with its metadata once
+// attached.
+func TestPublishWaitsForAttachment(t *testing.T) {
+	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	f := &fakeNode{}
+	sock := serveNode(t, f)
+	m, _ := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false); err == nil || !strings.Contains(err.Error(), "volume attachment csi-") {
+		t.Fatalf("publish without an attachment: %v", err)
+	}
+	name := attachmentName("h", "d.test", "n1")
+	cs.StorageV1().VolumeAttachments().Create(ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: storagev1.VolumeAttachmentStatus{Attached: true, AttachmentMetadata: map[string]string{"dev": "/dev/x"}}}, metav1.CreateOptions{})
+	if _, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false); err != nil {
+		t.Fatal(err)
+	}
+	if f.pctx["dev"] != "/dev/x" {
+		t.Errorf("publish context %v", f.pctx)
+	}
+	if _, err := m.Publish(ctx, pod("u2"), &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: v1.PersistentVolumeSpec{
+		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "other", VolumeHandle: "h"}}}}, false); err == nil ||
+		err.Error() != "driver name other not found in the list of registered CSI drivers" {
+		t.Errorf("unregistered driver: %v", err)
+	}
+}
