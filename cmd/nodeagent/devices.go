@@ -62,7 +62,8 @@ func (a *agent) podGone(uid types.UID) bool {
 func (a *agent) newCSI() (err error) {
 	handlers := map[string]pluginmanager.Handler{}
 	if a.api != nil {
-		if a.csi, err = csi.New(csi.Config{RootDir: a.o.rootDir, NodeName: a.nodeName, Client: a.api.Client.Clientset, Logger: a.log}); err != nil {
+		if a.csi, err = csi.New(csi.Config{RootDir: a.o.rootDir, NodeName: a.nodeName, Client: a.api.Client.Clientset,
+			Token: a.api.Objects.ServiceAccountToken, Logger: a.log}); err != nil {
 			return err
 		}
 		handlers[regapi.CSIPlugin] = a.csi

@@ -47,7 +47,11 @@ type Config struct {
 	Client kubernetes.Interface
 	// CallTimeout bounds each call to a driver (the kubelet's 2m).
 	CallTimeout time.Duration
-	Logger      *zap.Logger
+	// Token, set in API mode, gives a token of the pod's service account
+	// for an audience (TokenRequest bound to the pod), for drivers whose
+	// CSIDriver asks for tokenRequests.
+	Token  func(ctx context.Context, p *v1.Pod, audience string, expirationSeconds int64) (string, time.Time, error)
+	Logger *zap.Logger
 }
 
 // Manager is the node side of CSI: the drivers registered through the
@@ -203,11 +207,10 @@ func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolum
 		attrs[k] = v
 	}
 	if info.podInfo {
-		attrs["csi.storage.k8s.io/pod.name"] = p.Name
-		attrs["csi.storage.k8s.io/pod.namespace"] = p.Namespace
-		attrs["csi.storage.k8s.io/pod.uid"] = string(p.UID)
-		attrs["csi.storage.k8s.io/serviceAccount.name"] = p.Spec.ServiceAccountName
-		attrs["csi.storage.k8s.io/ephemeral"] = "false"
+		podInfo(p, attrs, false)
+	}
+	if err := m.addTokens(ctx, p, info, attrs); err != nil {
+		return "", err
 	}
 	secrets, err := m.secrets(ctx, src.NodePublishSecretRef)
 	if err != nil {
@@ -341,6 +344,126 @@ func (m *Manager) unpublish(ctx context.Context, uid types.UID, d *volData) erro
 	return nil
 }
 
+// podInfo adds the pod's identity to a volume context (podInfoOnMount).
+func podInfo(p *v1.Pod, attrs map[string]string, ephemeral bool) {
+	attrs["csi.storage.k8s.io/pod.name"] = p.Name
+	attrs["csi.storage.k8s.io/pod.namespace"] = p.Namespace
+	attrs["csi.storage.k8s.io/pod.uid"] = string(p.UID)
+	attrs["csi.storage.k8s.io/serviceAccount.name"] = p.Spec.ServiceAccountName
+	attrs["csi.storage.k8s.io/ephemeral"] = fmt.Sprint(ephemeral)
+}
+
+// addTokens puts the tokens the CSIDriver asks for into a volume
+// context, as the kubelet's csi.storage.k8s.io/serviceAccount.tokens:
+// JSON, audience → {token, expirationTimestamp}.
+func (m *Manager) addTokens(ctx context.Context, p *v1.Pod, info driverInfo, attrs map[string]string) error {
+	if len(info.tokens) == 0 {
+		return nil
+	}
+	if m.cfg.Token == nil {
+		return errors.New("the CSI driver asks for service account tokens, which need an API server")
+	}
+	type tok struct {
+		Token               string    `json:"token"`
+		ExpirationTimestamp time.Time `json:"expirationTimestamp"`
+	}
+	out := map[string]tok{}
+	for _, tr := range info.tokens {
+		seconds := int64(3600)
+		if tr.ExpirationSeconds != nil {
+			seconds = *tr.ExpirationSeconds
+		}
+		t, exp, err := m.cfg.Token(ctx, p, tr.Audience, seconds)
+		if err != nil {
+			return fmt.Errorf("service account token for the CSI driver (audience %q): %w", tr.Audience, err)
+		}
+		out[tr.Audience] = tok{Token: t, ExpirationTimestamp: exp}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	attrs["csi.storage.k8s.io/serviceAccount.tokens"] = string(b)
+	return nil
+}
+
+// PublishInline publishes a pod's CSI ephemeral inline volume (a csi
+// volume in the pod spec), as the kubelet: only for a driver whose
+// CSIDriver lists the Ephemeral lifecycle mode, with the kubelet's
+// volume handle (csi-<sha256 of the pod UID and the volume name>),
+// never staged; the volume context says it is ephemeral.
+func (m *Manager) PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, error) {
+	src := v.CSI
+	m.mu.Lock()
+	if d := m.published[p.UID][v.Name]; d != nil {
+		m.mu.Unlock()
+		return d.target, nil
+	}
+	drv := m.drivers[src.Driver]
+	m.mu.Unlock()
+	if drv == nil {
+		return "", fmt.Errorf("driver name %s not found in the list of registered CSI drivers", src.Driver)
+	}
+	info, err := m.driverObject(ctx, src.Driver)
+	if err != nil {
+		return "", err
+	}
+	if !info.ephemeral {
+		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecycleEphemeral, src.Driver, storagev1.VolumeLifecyclePersistent)
+	}
+	d := &volData{SpecVolID: v.Name, VolumeHandle: fmt.Sprintf("csi-%x", sha256.Sum256([]byte(string(p.UID)+v.Name))), DriverName: src.Driver,
+		NodeName: m.cfg.NodeName, LifecycleMode: string(storagev1.VolumeLifecycleEphemeral)}
+	dir := m.podVolumeDir(p.UID, v.Name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", err
+	}
+	if err := writeVolData(dir, d); err != nil {
+		return "", err
+	}
+	d.target = filepath.Join(dir, "mount")
+	attrs := map[string]string{"csi.storage.k8s.io/ephemeral": "true"}
+	for k, val := range src.VolumeAttributes {
+		attrs[k] = val
+	}
+	if info.podInfo {
+		podInfo(p, attrs, true)
+	}
+	if err := m.addTokens(ctx, p, info, attrs); err != nil {
+		return "", err
+	}
+	var secrets map[string]string
+	if ref := src.NodePublishSecretRef; ref != nil {
+		if secrets, err = m.secrets(ctx, &v1.SecretReference{Namespace: p.Namespace, Name: ref.Name}); err != nil {
+			return "", err
+		}
+	}
+	fsType := ""
+	if src.FSType != nil {
+		fsType = *src.FSType
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	if _, err := drv.node.NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: d.VolumeHandle, TargetPath: d.target, Readonly: src.ReadOnly != nil && *src.ReadOnly, Secrets: secrets, VolumeContext: attrs,
+		VolumeCapability: &csipb.VolumeCapability{
+			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType}},
+			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		},
+	}); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("rpc error: NodePublishVolume of inline volume %s: %w", v.Name, err)
+	}
+	m.mu.Lock()
+	if m.published[p.UID] == nil {
+		m.published[p.UID] = map[string]*volData{}
+	}
+	m.published[p.UID][v.Name] = d
+	m.mu.Unlock()
+	m.log.Info("CSI inline volume published", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("volume", v.Name),
+		zap.String("driver", src.Driver), zap.String("target", d.target))
+	return d.target, nil
+}
+
 func writeVolData(dir string, d *volData) error {
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -350,7 +473,11 @@ func writeVolData(dir string, d *volData) error {
 }
 
 // driverInfo is what a CSIDriver object asks of the node.
-type driverInfo struct{ attach, podInfo bool }
+type driverInfo struct {
+	attach, podInfo bool
+	ephemeral       bool // inline ephemeral volumes allowed
+	tokens          []storagev1.TokenRequest
+}
 
 // driverObject reads the driver's CSIDriver object: without one (or
 // standalone), attachment is required, as the kubelet's default.
@@ -370,6 +497,8 @@ func (m *Manager) driverObject(ctx context.Context, name string) (driverInfo, er
 		info.attach = *obj.Spec.AttachRequired
 	}
 	info.podInfo = obj.Spec.PodInfoOnMount != nil && *obj.Spec.PodInfoOnMount
+	info.ephemeral = slices.Contains(obj.Spec.VolumeLifecycleModes, storagev1.VolumeLifecycleEphemeral)
+	info.tokens = obj.Spec.TokenRequests
 	return info, nil
 }
 
@@ -460,6 +589,10 @@ func (m *Manager) RegisterDriver(ctx context.Context, name, endpoint string) err
 			drv.stage = true
 		}
 	}
+	if err := m.updateNode(ctx, name, info); err != nil {
+		conn.Close()
+		return err
+	}
 	if err := m.updateCSINode(ctx, name, info); err != nil {
 		conn.Close()
 		return err
@@ -487,6 +620,9 @@ func (m *Manager) DeregisterDriver(ctx context.Context, name string) {
 		return
 	}
 	drv.conn.Close()
+	if err := m.updateNode(ctx, name, nil); err != nil {
+		m.log.Warn("remove the driver's node ID from the Node", zap.String("driver", name), zap.Error(err))
+	}
 	if err := m.updateCSINode(ctx, name, nil); err != nil {
 		m.log.Warn("remove the driver from the CSINode", zap.String("driver", name), zap.Error(err))
 	}
@@ -561,3 +697,67 @@ func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string) err
 
 // DeregisterPlugin implements pluginmanager.Handler.
 func (m *Manager) DeregisterPlugin(ctx context.Context, name string) { m.DeregisterDriver(ctx, name) }
+
+// nodeIDAnnotation is the kubelet's annotation of the Node with each CSI
+// driver's node ID (JSON: driver → ID).
+const nodeIDAnnotation = "csi.volume.kubernetes.io/nodeid"
+
+// updateNode records a driver's node ID in the Node's annotation and
+// its topology segments as the Node's labels (info nil: takes the ID
+// out, labels stay), as the kubelet's nodeinfomanager; a segment whose
+// label the Node has with another value refuses the driver.
+func (m *Manager) updateNode(ctx context.Context, name string, info *csipb.NodeGetInfoResponse) error {
+	if m.cfg.Client == nil {
+		return nil
+	}
+	nodes := m.cfg.Client.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := nodes.Get(ctx, m.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read the Node for CSI driver %s: %w", name, err)
+		}
+		ids := map[string]string{}
+		if a := node.Annotations[nodeIDAnnotation]; a != "" {
+			if err := json.Unmarshal([]byte(a), &ids); err != nil {
+				return fmt.Errorf("the Node's %s annotation: %w", nodeIDAnnotation, err)
+			}
+		}
+		changed := false
+		if info == nil {
+			if _, ok := ids[name]; ok {
+				delete(ids, name)
+				changed = true
+			}
+		} else {
+			if ids[name] != info.NodeId {
+				ids[name] = info.NodeId
+				changed = true
+			}
+			for k, v := range info.GetAccessibleTopology().GetSegments() {
+				if cur, ok := node.Labels[k]; ok && cur != v {
+					return fmt.Errorf("topology label %s=%s of CSI driver %s conflicts with the Node's %s=%s", k, v, name, k, cur)
+				} else if !ok {
+					if node.Labels == nil {
+						node.Labels = map[string]string{}
+					}
+					node.Labels[k] = v
+					changed = true
+				}
+			}
+		}
+		if !changed {
+			return nil
+		}
+		if len(ids) == 0 {
+			delete(node.Annotations, nodeIDAnnotation)
+		} else {
+			b, _ := json.Marshal(ids)
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[nodeIDAnnotation] = string(b)
+		}
+		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+}

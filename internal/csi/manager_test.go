@@ -2,11 +2,14 @@ package csi
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"go.uber.org/zap/zaptest"
@@ -104,10 +107,14 @@ func pod(uid string) *v1.Pod {
 func TestRegisterPublishUnpublish(t *testing.T) {
 	root := t.TempDir()
 	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true)}})
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
+			TokenRequests: []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: ptr.To(int64(600))}}}})
 	f := &fakeNode{}
 	sock := serveNode(t, f)
-	m, err := New(Config{RootDir: root, NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	token := func(_ context.Context, p *v1.Pod, audience string, seconds int64) (string, time.Time, error) {
+		return "tok-" + string(p.UID) + "-" + audience, time.Unix(seconds, 0).UTC(), nil
+	}
+	m, err := New(Config{RootDir: root, NodeName: "n1", Client: cs, Token: token, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,10 +127,17 @@ func TestRegisterPublishUnpublish(t *testing.T) {
 		*cn.Spec.Drivers[0].Allocatable.Count != 3 || cn.OwnerReferences[0].UID != "node-uid" {
 		t.Fatalf("CSINode: %v %+v", err, cn)
 	}
+	node, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if node.Labels["zone"] != "a" || node.Annotations["csi.volume.kubernetes.io/nodeid"] != `{"d.test":"id-1"}` {
+		t.Errorf("Node labels %v annotations %v: want the driver's topology and node ID", node.Labels, node.Annotations)
+	}
 	p1, p2 := pod("u1"), pod("u2")
 	target, err := m.Publish(ctx, p1, csiPV("pv", "h"), false)
 	if err != nil || !strings.HasSuffix(target, filepath.Join("pods", "u1", "volumes", "kubernetes.io~csi", "pv", "mount")) {
 		t.Fatalf("publish: %q %v", target, err)
+	}
+	if want := `{"vault":{"token":"tok-u1-vault","expirationTimestamp":"1970-01-01T00:10:00Z"}}`; f.ctx["csi.storage.k8s.io/serviceAccount.tokens"] != want {
+		t.Errorf("tokens %s, want %s", f.ctx["csi.storage.k8s.io/serviceAccount.tokens"], want)
 	}
 	if f.ctx["csi.storage.k8s.io/pod.name"] != "p-u1" || f.ctx["csi.storage.k8s.io/ephemeral"] != "false" {
 		t.Errorf("volume context %v: want the pod's identity", f.ctx)
@@ -169,6 +183,9 @@ func TestRegisterPublishUnpublish(t *testing.T) {
 	if cn, _ := cs.StorageV1().CSINodes().Get(ctx, "n1", metav1.GetOptions{}); len(cn.Spec.Drivers) != 0 {
 		t.Errorf("CSINode after deregistration: %+v", cn.Spec.Drivers)
 	}
+	if node, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{}); node.Annotations["csi.volume.kubernetes.io/nodeid"] != "" {
+		t.Errorf("node ID annotation after deregistration: %v", node.Annotations)
+	}
 }
 
 // Without a CSIDriver object attachment is required: the volume waits
@@ -199,5 +216,39 @@ func TestPublishWaitsForAttachment(t *testing.T) {
 		PersistentVolumeSource: v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: "other", VolumeHandle: "h"}}}}, false); err == nil ||
 		err.Error() != "driver name other not found in the list of registered CSI drivers" {
 		t.Errorf("unregistered driver: %v", err)
+	}
+}
+
+// An inline ephemeral volume is published, never staged, with the
+// kubelet's handle, only for a driver whose CSIDriver allows it.
+func TestPublishInline(t *testing.T) {
+	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
+	f := &fakeNode{}
+	sock := serveNode(t, f)
+	m, _ := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	v := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d.test"}}}
+	if _, err := m.PublishInline(ctx, pod("u1"), v); err == nil || !strings.Contains(err.Error(), `volume mode "Ephemeral" not supported by driver d.test`) {
+		t.Fatalf("inline volume of a persistent-only driver: %v", err)
+	}
+	obj, _ := cs.StorageV1().CSIDrivers().Get(ctx, "d.test", metav1.GetOptions{})
+	obj.Spec.VolumeLifecycleModes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecycleEphemeral}
+	cs.StorageV1().CSIDrivers().Update(ctx, obj, metav1.UpdateOptions{})
+	if _, err := m.PublishInline(ctx, pod("u1"), v); err != nil {
+		t.Fatal(err)
+	}
+	handle := "csi-" + fmt.Sprintf("%x", sha256.Sum256([]byte("u1scratch")))
+	if got := f.got(); len(got) != 1 || got[0] != "publish "+handle+" u1" || f.ctx["csi.storage.k8s.io/ephemeral"] != "true" {
+		t.Errorf("calls %q context %v", got, f.ctx)
+	}
+	if err := m.Unpublish(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.got(); got[len(got)-1] != "unpublish "+handle {
+		t.Errorf("calls %q: want the unpublish, no unstage", got)
 	}
 }

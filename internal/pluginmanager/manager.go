@@ -80,9 +80,14 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", m.cfg.Dir, err)
 	}
 	m.log.Info("watching for plugin registration sockets", zap.String("dir", m.cfg.Dir))
+	// Each new socket is registered on its own goroutine (a plugin slow
+	// to answer holds no other), all waited for on the way out.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	entries, _ := os.ReadDir(m.cfg.Dir)
 	for _, e := range entries {
-		m.added(ctx, filepath.Join(m.cfg.Dir, e.Name()))
+		path := filepath.Join(m.cfg.Dir, e.Name())
+		wg.Go(func() { m.added(ctx, path) })
 	}
 	for {
 		select {
@@ -94,7 +99,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 			switch {
 			case ev.Op&fsnotify.Create != 0:
-				m.added(ctx, ev.Name)
+				wg.Go(func() { m.added(ctx, ev.Name) })
 			case ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0:
 				m.removed(ctx, ev.Name)
 			}
@@ -122,7 +127,9 @@ func (m *Manager) added(ctx context.Context, path string) {
 	client := regapi.NewRegistrationClient(conn)
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	pi, err := client.GetInfo(cctx, &regapi.InfoRequest{})
+	// A socket's file appears when it is bound, before its plugin
+	// listens: the call waits for it to answer, within the timeout.
+	pi, err := client.GetInfo(cctx, &regapi.InfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		m.log.Warn("plugin registration: GetInfo failed", zap.String("socket", path), zap.Error(err))
 		return

@@ -22,6 +22,8 @@ type CSI interface {
 	Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error)
 	// Unpublish takes back every volume published for the pod.
 	Unpublish(ctx context.Context, uid types.UID) error
+	// PublishInline publishes a pod's CSI ephemeral inline volume.
+	PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, error)
 	// Pods are the pods with published volumes.
 	Pods() []types.UID
 }

@@ -121,7 +121,7 @@ func TestClaimVolumes(t *testing.T) {
 		{claim("missing", false), `error processing PVC default/missing: persistentvolumeclaims "missing" not found`},
 		{claim("pending", false), `PVC default/pending has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")`},
 		{claim("elsewhere", false), "volume node affinity conflict: PV pv-elsewhere is not for node n1"},
-		{claim("csi", false), "CSI volumes (driver hostpath.csi.k8s.io) are not supported"},
+		{claim("csi", false), "CSI volumes (driver hostpath.csi.k8s.io) need an API server"},
 		{v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}}, "PVC default/web-scratch was not created for pod default/web (pod is not owner)"},
 	} {
 		if _, _, err := mount(m, tc.v); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -214,7 +214,7 @@ func TestMountsErrors(t *testing.T) {
 		{name: "persistentVolumeClaim standalone", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
 			wantErr: `volume "v": error processing PVC default/x: nodeagent runs standalone (no --kubeconfig)`},
 		{name: "nfs", source: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}},
-			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim and ephemeral are)`},
+			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim, ephemeral and csi are)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -140,8 +140,14 @@ func (m *Manager) volumePath(ctx context.Context, p *v1.Pod, v *v1.Volume, podIP
 		return dir, true, err
 	case v.PersistentVolumeClaim != nil || v.Ephemeral != nil:
 		return m.claimPath(ctx, p, v)
+	case v.CSI != nil:
+		if m.cfg.CSI == nil {
+			return "", false, fmt.Errorf("CSI inline volumes (driver %s) need an API server: %w", v.CSI.Driver, errStandalone)
+		}
+		path, err := m.cfg.CSI.PublishInline(ctx, p, v)
+		return path, false, err
 	}
-	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim and ephemeral are)")
+	return "", false, errors.New("volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim, ephemeral and csi are)")
 }
 
 // isRendered tells the volumes whose content the agent writes from API

@@ -92,7 +92,9 @@ func csiMounts(dir string) []string {
 // A CSI node plugin on a real control plane: it registers through the
 // plugin registration directory and the CSINode lists it; a pod's CSI
 // persistent volume is staged once and published into the pod (with the
-// pod's identity, as the CSIDriver asks); the agent SIGKILLed and
+// pod's identity, as the CSIDriver asks), and an inline ephemeral volume
+// of the driver published beside it; the driver's topology is the
+// Node's label, its node ID the Node's annotation; the agent SIGKILLed and
 // started again finds the driver and the published volume, publishes
 // nothing twice, and, once the pod goes, unpublishes and unstages it:
 // nothing stays mounted.
@@ -122,17 +124,26 @@ func TestAPICSIVolume(t *testing.T) {
 	p := claimPod(a, "csi", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "csi-" + a.node}},
 		"echo hello > /data/file && sleep 3600")
 	p.Spec.RestartPolicy = v1.RestartPolicyAlways
+	// An inline ephemeral volume of the same driver beside it.
+	p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: d.name}}})
+	p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "scratch", MountPath: "/scratch"})
+	p.Spec.Containers[0].Command = []string{"sh", "-c", "echo hello > /data/file && echo inline > /scratch/file && sleep 3600"}
 	p = createRunning(t, c, p)
 	volume := filepath.Join(d.state, "volumes", "vol-"+a.node)
 	eventually(t, 30*time.Second, "the pod's file in the driver's volume", func() bool {
 		b, err := os.ReadFile(filepath.Join(volume, "file"))
 		return err == nil && strings.TrimSpace(string(b)) == "hello"
 	})
-	if d.count("NodeStageVolume") != 1 || d.count("NodePublishVolume") != 1 || !strings.Contains(d.calls(), "pod="+p.Name) {
-		t.Errorf("want one stage and one publish with the pod's name:\n%s", d.calls())
+	if d.count("NodeStageVolume") != 1 || d.count("NodePublishVolume") != 2 || !strings.Contains(d.calls(), "pod="+p.Name) ||
+		!strings.Contains(d.calls(), "ephemeral=true") {
+		t.Errorf("want one stage, and two publishes (one inline ephemeral) with the pod's name:\n%s", d.calls())
 	}
-	if len(csiMounts(a.root)) != 2 {
-		t.Errorf("mounts beneath the agent's root: %v, want the staging and the pod's", csiMounts(a.root))
+	if len(csiMounts(a.root)) != 3 {
+		t.Errorf("mounts beneath the agent's root: %v, want the staging and the pod's two", csiMounts(a.root))
+	}
+	n, _ := c.Admin.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
+	if n.Labels["topology.nodeagent.test/node"] != a.node || !strings.Contains(n.Annotations["csi.volume.kubernetes.io/nodeid"], d.name) {
+		t.Errorf("the Node's topology label and node ID annotation: %v %v", n.Labels, n.Annotations)
 	}
 
 	// SIGKILLed and back: the driver registers again, nothing is
@@ -149,7 +160,7 @@ func TestAPICSIVolume(t *testing.T) {
 	if got := a.running("csi", "main"); got == nil || got.Id != id.Id {
 		t.Errorf("the container did not run on across the agent's restart: %v", got)
 	}
-	if d.count("NodePublishVolume") != 1 || d.count("NodeStageVolume") != 1 {
+	if d.count("NodePublishVolume") != 2 || d.count("NodeStageVolume") != 1 {
 		t.Errorf("published or staged again after the restart:\n%s", d.calls())
 	}
 
@@ -158,7 +169,7 @@ func TestAPICSIVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "unpublished and unstaged, nothing mounted", func() bool {
-		return d.count("NodeUnpublishVolume") == 1 && d.count("NodeUnstageVolume") == 1 && len(csiMounts(a.root)) == 0
+		return d.count("NodeUnpublishVolume") == 2 && d.count("NodeUnstageVolume") == 1 && len(csiMounts(a.root)) == 0
 	})
 	if b, err := os.ReadFile(filepath.Join(volume, "file")); err != nil || strings.TrimSpace(string(b)) != "hello" {
 		t.Errorf("the volume's data after the pod: %q %v", b, err)
@@ -171,7 +182,8 @@ func createCSIObjects(t *testing.T, c *cluster.Cluster, drv, node string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := c.Admin.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: drv},
-		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true)}}, metav1.CreateOptions{}); err != nil {
+		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Admin.StorageV1().CSIDrivers().Delete(context.Background(), drv, metav1.DeleteOptions{}) })

@@ -125,17 +125,24 @@ func (d *driver) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	if n := r.VolumeContext["csi.storage.k8s.io/pod.name"]; n != "" {
 		kv["pod"] = n
 	}
-	d.record("NodePublishVolume", r.VolumeId, r.TargetPath, kv)
+	defer d.record("NodePublishVolume", r.VolumeId, r.TargetPath, kv)
 	if mounted(r.TargetPath) {
 		return &csipb.NodePublishVolumeResponse{}, nil
 	}
-	if !mounted(r.StagingTargetPath) {
-		return nil, fmt.Errorf("publish: %s is not staged", r.StagingTargetPath)
+	from := r.StagingTargetPath
+	if from == "" { // an inline ephemeral volume: never staged
+		kv["ephemeral"] = r.VolumeContext["csi.storage.k8s.io/ephemeral"]
+		from = filepath.Join(d.state, "volumes", r.VolumeId)
+		if err := os.MkdirAll(from, 0o777); err != nil {
+			return nil, err
+		}
+	} else if !mounted(from) {
+		return nil, fmt.Errorf("publish: %s is not staged", from)
 	}
 	if err := os.MkdirAll(r.TargetPath, 0o750); err != nil {
 		return nil, err
 	}
-	if err := unix.Mount(r.StagingTargetPath, r.TargetPath, "", unix.MS_BIND, ""); err != nil {
+	if err := unix.Mount(from, r.TargetPath, "", unix.MS_BIND, ""); err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	if r.Readonly {
