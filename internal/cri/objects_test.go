@@ -503,7 +503,7 @@ func TestStandaloneVolumes(t *testing.T) {
 		{name: "projected token", source: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
 			{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Path: "token"}}}}},
 			wantErr: `volume "v": projected volumes with sources other than downwardAPI need an API server`},
-		{name: "persistentVolumeClaim", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
+		{name: "nfs", source: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}},
 			wantErr: `volume "v": volume type not supported`},
 	}
 	for _, tt := range tests {
@@ -517,6 +517,26 @@ func TestStandaloneVolumes(t *testing.T) {
 				t.Errorf("Waiting[app] = %+v, want CreateContainerConfigError %q", w, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A claim that cannot be mounted (here: no API server) keeps the
+// container ContainerCreating with the kubelet's FailedMount event.
+func TestClaimNotReadyWaitsInContainerCreating(t *testing.T) {
+	h, ev := newImageHarness(t, cri.Config{})
+	p := apiPod()
+	p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}}}}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/v"}}
+	res := h.sync(p)
+	if w := res.Waiting["app"]; w.Reason != "ContainerCreating" {
+		t.Errorf("Waiting[app] = %+v, want ContainerCreating", w)
+	}
+	found := false
+	for _, e := range ev.list() {
+		found = found || strings.HasPrefix(e, `FailedMount: MountVolume.SetUp failed for volume "v" : error processing PVC default/x`)
+	}
+	if !found {
+		t.Errorf("no FailedMount event: %q", ev.list())
 	}
 }
 

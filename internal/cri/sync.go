@@ -11,6 +11,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
+	"github.com/nodeagent/nodeagent/internal/podvolumes"
 )
 
 // configHashAnnotation is the static-pod content hash (podsource); a
@@ -186,6 +187,15 @@ func (r *Runtime) startOne(ctx context.Context, p *v1.Pod, s startSpec, sandboxI
 	}
 	if ie, ok := asImageError(err); ok {
 		res.SetWaiting(c.Name, ie.reason, ie.msg, ie.retry)
+		return
+	}
+	var me *podvolumes.MountError
+	if errors.As(err, &me) {
+		// As the kubelet waiting for its volume manager: the pod stays
+		// ContainerCreating, with a FailedMount event.
+		log.Warn("volume not ready; the container waits", zap.Error(me))
+		r.event(p, v1.EventTypeWarning, "FailedMount", "%v", me)
+		res.SetWaiting(c.Name, "ContainerCreating", "", retryAfterError)
 		return
 	}
 	var se *startError

@@ -65,6 +65,9 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 			continue
 		}
 		host, readOnly, err := m.volumePath(ctx, p, v, podIP)
+		if err != nil && (ClaimName(p, v) != "" || v.CSI != nil) {
+			return nil, &MountError{Volume: vm.Name, Err: err}
+		}
 		if err == nil {
 			err = m.own(p, v, host, readOnly)
 		}
@@ -94,6 +97,21 @@ func (m *Manager) Mounts(ctx context.Context, p *v1.Pod, c *v1.Container, podIP 
 	}
 	return mounts, nil
 }
+
+// MountError is a volume that a plugin could not make available yet (a
+// claim not bound, a CSI driver not ready): the container waits in
+// ContainerCreating with the kubelet's FailedMount event, and the next
+// sync tries again.
+type MountError struct {
+	Volume string
+	Err    error
+}
+
+func (e *MountError) Error() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.Volume, e.Err)
+}
+
+func (e *MountError) Unwrap() error { return e.Err }
 
 // imageMount is the CRI mount of an image volume whose image was pulled
 // as spec. The subPath (relative, without "..": validation; a

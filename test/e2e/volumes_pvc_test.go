@@ -161,13 +161,22 @@ func TestAPIPersistentVolumeClaims(t *testing.T) {
 	// The writer is created before its claim: it waits, saying why.
 	writer := createPod(t, c, claimPod(a, "pvc-writer", v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: name}},
 		"echo kept > /data/file"))
-	eventually(t, 60*time.Second, "the writer waiting on its missing claim", func() bool {
+	eventually(t, 60*time.Second, "the writer ContainerCreating on its missing claim, with a FailedMount event", func() bool {
 		p := apiPod(c, t, writer.Namespace, writer.Name)
-		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+		if p == nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil ||
+			p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
 			return false
 		}
-		w := p.Status.ContainerStatuses[0].State.Waiting
-		return w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, `persistentvolumeclaims "`+name+`" not found`)
+		evs, err := c.Admin.CoreV1().Events(writer.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + writer.Name})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FailedMount" && strings.Contains(e.Message, `persistentvolumeclaims "`+name+`" not found`) {
+				return true
+			}
+		}
+		return false
 	})
 	claim(name)
 	selectNode(t, c, "default", name, a.node)
