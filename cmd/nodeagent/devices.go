@@ -20,7 +20,8 @@ import (
 )
 
 // newDevices builds the device manager (<root-dir>/device-plugins, its
-// checkpoint restored) and the pod resources API
+// checkpoint restored), the plugin registration watcher
+// (<root-dir>/plugins_registry) and the pod resources API
 // (<root-dir>/pod-resources), after the CPU manager and the pod manager
 // they read.
 func (a *agent) newDevices() (err error) {
@@ -28,6 +29,15 @@ func (a *agent) newDevices() (err error) {
 		Dir: filepath.Join(a.o.rootDir, "device-plugins"), Gone: a.podGone, Clock: a.clk, Logger: a.log,
 		OnRegister: a.mets.Devices.Registered, OnAllocate: a.mets.Devices.Allocated,
 	}); err != nil {
+		return err
+	}
+	// The plugin registration directory hands CSI drivers (API mode) and
+	// device plugins that register there to their managers.
+	handlers := map[string]pluginmanager.Handler{regapi.DevicePlugin: a.devices}
+	if a.csi != nil {
+		handlers[regapi.CSIPlugin] = a.csi
+	}
+	if a.plugins, err = pluginmanager.New(pluginmanager.Config{Dir: filepath.Join(a.o.rootDir, "plugins_registry"), Handlers: handlers, Logger: a.log}); err != nil {
 		return err
 	}
 	a.podResources, err = podresources.New(podresources.Config{
@@ -57,18 +67,12 @@ func (a *agent) podGone(uid types.UID) bool {
 }
 
 // newCSI builds, in API mode, the CSI manager (its published volumes
-// recovered) and the plugin registration watcher that hands it the
-// drivers registering in <root-dir>/plugins_registry.
+// recovered).
 func (a *agent) newCSI() (err error) {
-	handlers := map[string]pluginmanager.Handler{}
 	if a.api != nil {
-		if a.csi, err = csi.New(csi.Config{RootDir: a.o.rootDir, NodeName: a.nodeName, Client: a.api.Client.Clientset,
-			Token: a.api.Objects.ServiceAccountToken, Logger: a.log}); err != nil {
-			return err
-		}
-		handlers[regapi.CSIPlugin] = a.csi
+		a.csi, err = csi.New(csi.Config{RootDir: a.o.rootDir, NodeName: a.nodeName, Client: a.api.Client.Clientset,
+			Token: a.api.Objects.ServiceAccountToken, Logger: a.log})
 	}
-	a.plugins, err = pluginmanager.New(pluginmanager.Config{Dir: filepath.Join(a.o.rootDir, "plugins_registry"), Handlers: handlers, Logger: a.log})
 	return err
 }
 

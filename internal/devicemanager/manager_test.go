@@ -428,3 +428,29 @@ func TestAllocationNotCheckpointedIsRefused(t *testing.T) {
 		t.Errorf("the device was not given back: %v", err)
 	}
 }
+
+// A device plugin that registers through plugins_registry (the plugin
+// watcher hands it over) is checked and connected at its endpoint.
+func TestRegisterThroughPluginWatcher(t *testing.T) {
+	dir := t.TempDir()
+	r := newRig(t, dir)
+	if err := r.m.ValidatePlugin(res, []string{"v1alpha"}); err == nil {
+		t.Error("an unsupported version was accepted")
+	}
+	if err := r.m.ValidatePlugin("gpu", []string{pluginapi.Version}); err == nil {
+		t.Error("an invalid resource name was accepted")
+	}
+	if err := r.m.ValidatePlugin(res, []string{pluginapi.Version}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := t.TempDir()
+	p := &fakePlugin{devs: devs("d1", "d2"), opts: &pluginapi.DevicePluginOptions{}}
+	p.serve(t, elsewhere, "dp.sock")
+	if err := r.m.RegisterPlugin(context.Background(), res, filepath.Join(elsewhere, "dp.sock")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitChange(t)
+	if capacity, _ := r.m.Capacity(); quantities(capacity)[res] != 2 {
+		t.Errorf("capacity %v", capacity)
+	}
+}

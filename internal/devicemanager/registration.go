@@ -52,25 +52,31 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 		log.Warn("device plugin refused", zap.Error(err))
 		return &pluginapi.Empty{}, err
 	}
-	ep, err := dial(ctx, req.ResourceName, filepath.Join(m.cfg.Dir, req.Endpoint), m.cfg.CallTimeout)
-	if err != nil {
+	if err := m.connect(ctx, req.ResourceName, filepath.Join(m.cfg.Dir, req.Endpoint), log); err != nil {
 		log.Warn("device plugin refused", zap.Error(err))
 		return &pluginapi.Empty{}, err
 	}
-	if req.Options != nil && ep.opts == nil {
-		ep.opts = req.Options
+	return &pluginapi.Empty{}, nil
+}
+
+// connect dials a plugin's socket, reads its options, makes it the
+// resource's plugin and starts its ListAndWatch.
+func (m *Manager) connect(ctx context.Context, resource, socket string, log *zap.Logger) error {
+	ep, err := dial(ctx, resource, socket, m.cfg.CallTimeout)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	if m.stopped {
 		m.mu.Unlock()
 		ep.close()
-		return &pluginapi.Empty{}, errors.New("the device manager is stopping")
+		return errors.New("the device manager is stopping")
 	}
-	old := m.plugins[req.ResourceName]
-	m.plugins[req.ResourceName] = ep
-	m.lastOpts[req.ResourceName] = ep.opts
-	if _, ok := m.devices[req.ResourceName]; !ok {
-		m.devices[req.ResourceName] = nil // registered; its devices come with the first list
+	old := m.plugins[resource]
+	m.plugins[resource] = ep
+	m.lastOpts[resource] = ep.opts
+	if _, ok := m.devices[resource]; !ok {
+		m.devices[resource] = nil // registered; its devices come with the first list
 	}
 	m.mu.Unlock()
 	if old != nil {
@@ -79,8 +85,34 @@ func (r registration) Register(ctx context.Context, req *pluginapi.RegisterReque
 	log.Info("device plugin registered", zap.Bool("preStartRequired", ep.opts.GetPreStartRequired()),
 		zap.Bool("getPreferredAllocationAvailable", ep.opts.GetGetPreferredAllocationAvailable()))
 	go ep.listAndWatch(m)
-	return &pluginapi.Empty{}, nil
+	return nil
 }
+
+// ValidatePlugin (pluginmanager.Handler) checks a device plugin that
+// registers through plugins_registry: the API version and the resource
+// name, as Register does.
+func (m *Manager) ValidatePlugin(name string, versions []string) error {
+	if !slices.ContainsFunc(versions, func(v string) bool { return slices.Contains(pluginapi.SupportedVersions[:], v) }) {
+		return fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", versions, pluginapi.SupportedVersions)
+	}
+	if !IsExtendedResourceName(name) {
+		return fmt.Errorf("the ResourceName %q is invalid", name)
+	}
+	return nil
+}
+
+// RegisterPlugin (pluginmanager.Handler) connects to a device plugin
+// that registered through plugins_registry, at the endpoint it gave.
+func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string) error {
+	if m.cfg.OnRegister != nil {
+		m.cfg.OnRegister(name)
+	}
+	return m.connect(ctx, name, endpoint, m.log.With(zap.String("resource", name), zap.String("endpoint", endpoint)))
+}
+
+// DeregisterPlugin (pluginmanager.Handler): a plugin whose registration
+// socket went is known gone when its ListAndWatch ends.
+func (m *Manager) DeregisterPlugin(context.Context, string) {}
 
 // IsExtendedResourceName is the API's rule for an extended resource (the
 // kubelet's v1helper.IsExtendedResourceName): a domain-prefixed name
