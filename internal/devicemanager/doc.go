@@ -24,7 +24,7 @@
 //     running containers' devices and the kubelet and nodeagent hand a
 //     node over with them; RemoveStale frees finished pods' devices.
 //
-// Not here: the topology manager's NUMA hints (devices are picked
-// without alignment), DRA, and the plugin-watcher registration mode
-// (plugins_registry) for device plugins.
+// Plugins may also register through plugins_registry (package
+// pluginmanager hands them to RegisterPlugin). Not here: the topology
+// manager's NUMA hints (devices are picked without alignment), DRA.
 package devicemanager
