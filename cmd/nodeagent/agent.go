@@ -467,7 +467,8 @@ func (a *agent) newReaders(context.Context) error {
 	o := a.o
 	nodeStats, err := stats.New(stats.Config{
 		NodeName: a.nodeName, Runtime: a.conn, Selector: a.ownership().Selector, Owns: a.ownership().Owns,
-		Volumes:    &stats.Volumes{Pod: func(uid string) (*v1.Pod, bool) { return a.desired.GetPodByUID(pod.UID(uid)) }, Dir: a.vols.LocalDir},
+		Volumes: &stats.Volumes{Pod: func(uid string) (*v1.Pod, bool) { return a.desired.GetPodByUID(pod.UID(uid)) }, Dir: a.vols.LocalDir,
+			CSI: a.vols.CSIStats},
 		Host:       stats.Host{ProcRoot: "/proc", CgroupRoot: cgroupMountRoot, RootDir: o.rootDir},
 		PodLogsDir: o.PodLogsDir, Timeout: o.RuntimeRequestTimeout.Duration, Clock: a.clk, Logger: a.log,
 	})

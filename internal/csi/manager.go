@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
 // The kubelet's CSI plugin directory names and vol_data.json keys
@@ -72,6 +73,7 @@ type driver struct {
 	conn           *grpc.ClientConn
 	node           csipb.NodeClient
 	stage          bool // STAGE_UNSTAGE_VOLUME
+	stats          bool // GET_VOLUME_STATS
 }
 
 // volData is a published volume, written beside its mount as the
@@ -585,8 +587,11 @@ func (m *Manager) RegisterDriver(ctx context.Context, name, endpoint string) err
 		return fmt.Errorf("error during CSI NodeGetCapabilities() call: %w", err)
 	}
 	for _, c := range caps.Capabilities {
-		if c.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
+		switch c.GetRpc().GetType() {
+		case csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME:
 			drv.stage = true
+		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
+			drv.stats = true
 		}
 	}
 	if err := m.updateNode(ctx, name, info); err != nil {
@@ -760,4 +765,41 @@ func (m *Manager) updateNode(ctx context.Context, name string, info *csipb.NodeG
 		_, err = nodes.Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// VolumeStats is a published volume's use as its driver reports it
+// (NodeGetVolumeStats), as the kubelet's CSI metrics provider; ok is
+// false when the volume is not published here or its driver does not
+// report stats (the caller measures the mount itself).
+func (m *Manager) VolumeStats(ctx context.Context, uid types.UID, volume string) (fs *statsapi.FsStats, ok bool, err error) {
+	m.mu.Lock()
+	d := m.published[uid][volume]
+	var drv *driver
+	if d != nil {
+		drv = m.drivers[d.DriverName]
+	}
+	m.mu.Unlock()
+	if d == nil || drv == nil || !drv.stats {
+		return nil, false, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	resp, err := drv.node.NodeGetVolumeStats(cctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: d.VolumeHandle, VolumePath: d.target, StagingTargetPath: d.Staging})
+	if err != nil {
+		return nil, true, fmt.Errorf("rpc error: NodeGetVolumeStats of %s: %w", volume, err)
+	}
+	fs = &statsapi.FsStats{Time: metav1.Now()}
+	u := func(v int64) *uint64 {
+		x := uint64(max(v, 0))
+		return &x
+	}
+	for _, use := range resp.Usage {
+		switch use.Unit {
+		case csipb.VolumeUsage_BYTES:
+			fs.AvailableBytes, fs.CapacityBytes, fs.UsedBytes = u(use.Available), u(use.Total), u(use.Used)
+		case csipb.VolumeUsage_INODES:
+			fs.InodesFree, fs.Inodes, fs.InodesUsed = u(use.Available), u(use.Total), u(use.Used)
+		}
+	}
+	return fs, true, nil
 }

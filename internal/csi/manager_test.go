@@ -42,8 +42,16 @@ func (f *fakeNode) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csi
 }
 
 func (f *fakeNode) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{
-		Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}}}}}, nil
+	rpc := func(t csipb.NodeServiceCapability_RPC_Type) *csipb.NodeServiceCapability {
+		return &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}}
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{
+		rpc(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME), rpc(csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)}}, nil
+}
+
+func (f *fakeNode) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		{Unit: csipb.VolumeUsage_BYTES, Total: 100, Available: 60, Used: 40}, {Unit: csipb.VolumeUsage_INODES, Total: 10, Available: 7, Used: 3}}}, nil
 }
 
 func (f *fakeNode) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
@@ -141,6 +149,12 @@ func TestRegisterPublishUnpublish(t *testing.T) {
 	}
 	if f.ctx["csi.storage.k8s.io/pod.name"] != "p-u1" || f.ctx["csi.storage.k8s.io/ephemeral"] != "false" {
 		t.Errorf("volume context %v: want the pod's identity", f.ctx)
+	}
+	if fs, ok, err := m.VolumeStats(ctx, "u1", "pv"); err != nil || !ok || *fs.UsedBytes != 40 || *fs.CapacityBytes != 100 || *fs.InodesUsed != 3 {
+		t.Errorf("volume stats: %v %v %+v", ok, err, fs)
+	}
+	if _, ok, _ := m.VolumeStats(ctx, "u1", "other"); ok {
+		t.Error("stats of a volume not published")
 	}
 	if again, err := m.Publish(ctx, p1, csiPV("pv", "h"), false); err != nil || again != target {
 		t.Errorf("published again: %q %v", again, err)

@@ -7,10 +7,12 @@ import (
 	"os"
 	"slices"
 
+	"go.uber.org/zap"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/internal/volume"
 )
@@ -24,6 +26,10 @@ type CSI interface {
 	Unpublish(ctx context.Context, uid types.UID) error
 	// PublishInline publishes a pod's CSI ephemeral inline volume.
 	PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, error)
+	// VolumeStats is a published volume's use as its driver reports it
+	// (volume: the PV's name, or an inline volume's); ok false when the
+	// driver does not report it.
+	VolumeStats(ctx context.Context, uid types.UID, volume string) (fs *statsapi.FsStats, ok bool, err error)
 	// Pods are the pods with published volumes.
 	Pods() []types.UID
 }
@@ -119,7 +125,7 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 		if err != nil {
 			return "", false, err
 		}
-		m.claimed(p, v, claimVolume{path: path})
+		m.claimed(p, v, claimVolume{path: path, csi: pv.Name})
 		return path, readOnly, nil
 	}
 	return "", false, errors.New("PV " + pv.Name + ": volume source not supported (hostPath and local are)")
@@ -130,6 +136,7 @@ func (m *Manager) claimPath(ctx context.Context, p *v1.Pod, v *v1.Volume) (strin
 type claimVolume struct {
 	path  string
 	local bool
+	csi   string // the PV's name, for a CSI volume
 }
 
 // claimed records a pod's mounted claim volume.
@@ -155,4 +162,31 @@ func ClaimName(p *v1.Pod, v *v1.Volume) string {
 		return p.Name + "-" + v.Name
 	}
 	return ""
+}
+
+// CSIStats is a CSI volume's use as its driver reports it
+// (NodeGetVolumeStats); ok false for another volume, or a driver that
+// does not report it: the mount is measured as any other.
+func (m *Manager) CSIStats(ctx context.Context, p *v1.Pod, v *v1.Volume) (*statsapi.FsStats, bool) {
+	if m.cfg.CSI == nil {
+		return nil, false
+	}
+	key := ""
+	switch {
+	case v.CSI != nil:
+		key = v.Name
+	case ClaimName(p, v) != "":
+		m.cmu.Lock()
+		key = m.claims[p.UID][v.Name].csi
+		m.cmu.Unlock()
+	}
+	if key == "" {
+		return nil, false
+	}
+	fs, ok, err := m.cfg.CSI.VolumeStats(ctx, p.UID, key)
+	if err != nil {
+		m.log.Debug("CSI volume stats", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("volume", v.Name), zap.Error(err))
+		return nil, false
+	}
+	return fs, ok
 }

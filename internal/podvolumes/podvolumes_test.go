@@ -212,7 +212,7 @@ func TestMountsErrors(t *testing.T) {
 			wantErr: `volume "v": projected volumes with sources other than downwardAPI need an API server: nodeagent runs standalone (no --kubeconfig)`},
 		{name: "missing configMap", api: true, source: cfg, wantErr: `volume "v": configmap "x" not found`},
 		{name: "persistentVolumeClaim standalone", source: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "x"}},
-			wantErr: `volume "v": error processing PVC default/x: nodeagent runs standalone (no --kubeconfig)`},
+			wantErr: `MountVolume.SetUp failed for volume "v" : error processing PVC default/x: nodeagent runs standalone (no --kubeconfig)`},
 		{name: "nfs", source: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: "s", Path: "/"}},
 			wantErr: `volume "v": volume type not supported (emptyDir, hostPath, configMap, secret, downwardAPI, projected, image, persistentVolumeClaim, ephemeral and csi are)`},
 	}

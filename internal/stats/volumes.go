@@ -18,6 +18,9 @@ import (
 type Volumes struct {
 	Pod func(uid string) (*v1.Pod, bool)
 	Dir func(p *v1.Pod, v *v1.Volume) (dir string, memory bool)
+	// CSI, if set, gives a CSI volume's use as its driver reports it
+	// (NodeGetVolumeStats); ok false: measured as the others.
+	CSI func(ctx context.Context, p *v1.Pod, v *v1.Volume) (*statsapi.FsStats, bool)
 	// Period is how long a pod's measure is reused (the kubelet's
 	// volumeStatsAggPeriod, 1m): a volume is walked at most that often.
 	Period time.Duration
@@ -70,6 +73,16 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 	out := podVolumes{at: now}
 	for i := range pd.Spec.Volumes {
 		v := &pd.Spec.Volumes[i]
+		if vs.CSI != nil {
+			if fs, ok := vs.CSI(ctx, pd, v); ok {
+				vst := statsapi.VolumeStats{Name: v.Name, FsStats: *fs}
+				if claim := podvolumes.ClaimName(pd, v); claim != "" {
+					vst.PVCRef = &statsapi.PVCReference{Name: claim, Namespace: pd.Namespace}
+				}
+				out.stats = append(out.stats, vst)
+				continue
+			}
+		}
 		dir, memory := vs.Dir(pd, v)
 		if dir == "" {
 			continue

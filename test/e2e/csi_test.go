@@ -4,9 +4,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +20,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/test/e2e/cluster"
@@ -101,7 +106,8 @@ func csiMounts(dir string) []string {
 func TestAPICSIVolume(t *testing.T) {
 	t.Parallel()
 	c := apiCluster(t)
-	a := joined(t, c)
+	roPort := freePort(t)
+	a := joined(t, c, "--read-only-port", strconv.Itoa(roPort))
 	d := startCSIDriver(t, a)
 	ctx := context.Background()
 	eventually(t, 30*time.Second, "the CSINode lists the driver", func() bool {
@@ -145,6 +151,29 @@ func TestAPICSIVolume(t *testing.T) {
 	if n.Labels["topology.nodeagent.test/node"] != a.node || !strings.Contains(n.Annotations["csi.volume.kubernetes.io/nodeid"], d.name) {
 		t.Errorf("the Node's topology label and node ID annotation: %v %v", n.Labels, n.Annotations)
 	}
+
+	// The volume's stats are the driver's (NodeGetVolumeStats), with the
+	// claim's reference.
+	eventually(t, 30*time.Second, "the CSI volume's stats in /stats/summary", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/stats/summary", roPort))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var s statsapi.Summary
+		if json.NewDecoder(resp.Body).Decode(&s) != nil {
+			return false
+		}
+		for _, ps := range s.Pods {
+			for _, vs := range ps.VolumeStats {
+				if ps.PodRef.Name == p.Name && vs.Name == "data" && vs.UsedBytes != nil && *vs.UsedBytes == 4242 &&
+					vs.PVCRef != nil && vs.PVCRef.Name == "csi-"+a.node {
+					return true
+				}
+			}
+		}
+		return false
+	})
 
 	// SIGKILLed and back: the driver registers again, nothing is
 	// published twice, the container runs on.
