@@ -164,7 +164,7 @@ func (a *agent) newNodeManager(ctx context.Context) (*node.Manager, error) {
 	return node.New(node.Config{
 		Client: a.api.Client.Heartbeat, Name: a.nodeName, Labels: a.labels, Taints: o.RegisterWithTaints, Register: *o.RegisterNode,
 		NodeIP: a.nodeIP, Hostname: a.nodeName, Capacity: a.capacity, Allocatable: a.allocatable,
-		Extended:       a.devices.Capacity,
+		Extended: a.devices.Capacity, VolumesInUse: a.csi.VolumesInUse,
 		RuntimeVersion: a.runtimeName + "://" + a.runtimeVersion, AgentVersion: agentVersion, Port: o.Port,
 		Pressure:      a.evict.Pressure,
 		RuntimeHealth: a.runtimeHealth.Err, NetworkHealth: a.podNet.Err, PLEGHealth: a.plegG.Healthy,

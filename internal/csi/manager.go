@@ -14,9 +14,12 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/moby/sys/mountinfo"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // The kubelet's CSI plugin directory names and vol_data.json keys
@@ -65,6 +70,7 @@ type Manager struct {
 	mu        sync.Mutex
 	drivers   map[string]*driver
 	published map[types.UID]map[string]*volData // pod → PV name → its publication
+	volLocks  map[string]*sync.Mutex            // driver^handle → its operations
 }
 
 // driver is a registered CSI driver.
@@ -158,15 +164,18 @@ func (m *Manager) podVolumeDir(uid types.UID, pv string) string {
 // to mount, as the kubelet's CSI volume plugin: the CSIDriver object
 // says whether to wait for the VolumeAttachment (attachRequired, the
 // default) and whether the driver wants the pod's identity
-// (podInfoOnMount); secrets named by the volume are read. A volume
-// already published for the pod is returned as it is.
+// (podInfoOnMount) and tokens; secrets are read as the volume names
+// them; the pod's fsGroup owns the volume as the CSIDriver's
+// fsGroupPolicy says. A volume already published (and still mounted)
+// for the pod is returned as it is. Stage, publish, unpublish and
+// unstage of one volume never overlap.
 func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolume, readOnly bool) (string, error) {
 	src := pv.Spec.CSI
-	m.mu.Lock()
-	if d := m.published[p.UID][pv.Name]; d != nil {
-		m.mu.Unlock()
-		return d.target, nil
+	defer m.lockVolume(src.Driver, src.VolumeHandle)()
+	if target, ok := m.stillPublished(p.UID, pv.Name); ok {
+		return target, nil
 	}
+	m.mu.Lock()
 	drv := m.drivers[src.Driver]
 	m.mu.Unlock()
 	if drv == nil {
@@ -190,20 +199,7 @@ func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolum
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: accessMode(pv.Spec.AccessModes)},
 	}
 	readOnly = readOnly || src.ReadOnly
-	if drv.stage {
-		d.Staging = m.stagingPath(src.Driver, src.VolumeHandle)
-		if err := m.stage(ctx, drv, pv, d.Staging, publishContext, capability); err != nil {
-			return "", err
-		}
-	}
-	dir := m.podVolumeDir(p.UID, pv.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", err
-	}
-	if err := writeVolData(dir, d); err != nil {
-		return "", err
-	}
-	d.target = filepath.Join(dir, "mount")
+	// What the publication needs is gathered before anything is staged.
 	attrs := map[string]string{}
 	for k, v := range src.VolumeAttributes {
 		attrs[k] = v
@@ -218,42 +214,131 @@ func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolum
 	if err != nil {
 		return "", err
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	if _, err := drv.node.NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{
+	stagedNow := false
+	if drv.stage {
+		d.Staging = m.stagingPath(src.Driver, src.VolumeHandle)
+		if stagedNow, err = m.stage(ctx, drv, pv, d.Staging, publishContext, capability); err != nil {
+			return "", err
+		}
+	}
+	dir := m.podVolumeDir(p.UID, pv.Name)
+	d.target = filepath.Join(dir, "mount")
+	err = m.publish(ctx, drv, p.UID, d, &csipb.NodePublishVolumeRequest{
 		VolumeId: src.VolumeHandle, PublishContext: publishContext, StagingTargetPath: d.Staging, TargetPath: d.target,
 		VolumeCapability: capability, Readonly: readOnly, Secrets: secrets, VolumeContext: attrs,
-	}); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("rpc error: NodePublishVolume of %s: %w", pv.Name, err)
+	})
+	if err != nil {
+		if stagedNow && !m.staged(src.Driver, src.VolumeHandle) {
+			m.unstage(ctx, drv, d) // staged for nothing: taken back (best effort)
+		}
+		return "", fmt.Errorf("NodePublishVolume of %s: %w", pv.Name, err)
 	}
-	m.mu.Lock()
-	if m.published[p.UID] == nil {
-		m.published[p.UID] = map[string]*volData{}
-	}
-	m.published[p.UID][pv.Name] = d
-	m.mu.Unlock()
+	m.own(p, info, src.FSType, pv.Spec.AccessModes, d.target, readOnly)
 	m.log.Info("CSI volume published", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("pv", pv.Name),
 		zap.String("driver", src.Driver), zap.String("target", d.target), zap.Bool("staged", d.Staging != ""))
 	return d.target, nil
 }
 
-// stage stages a volume unless a published volume of the same handle
-// already did.
-func (m *Manager) stage(ctx context.Context, drv *driver, pv *v1.PersistentVolume, staging string, publishContext map[string]string, capability *csipb.VolumeCapability) error {
+// stillPublished returns the target of a volume published for the pod
+// whose mount is still there; a record whose mount went (a reboot) is
+// dropped, so the volume is published again.
+func (m *Manager) stillPublished(uid types.UID, name string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.published[uid][name]
+	if d == nil {
+		return "", false
+	}
+	if ok, _ := mountinfo.Mounted(d.target); ok {
+		return d.target, true
+	}
+	delete(m.published[uid], name)
+	return "", false
+}
+
+// publish writes the volume's vol_data.json and calls NodePublishVolume;
+// the volume is recorded once published, and also when the call ended
+// without an answer (a timeout: it may be mounted), so that its pod's
+// teardown unpublishes it. On a failure the target is taken away unless
+// something is mounted there.
+func (m *Manager) publish(ctx context.Context, drv *driver, uid types.UID, d *volData, req *csipb.NodePublishVolumeRequest) error {
+	dir := filepath.Dir(d.target)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := writeVolData(dir, d); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	_, err := drv.node.NodePublishVolume(cctx, req)
+	if err == nil || uncertain(err) {
+		m.mu.Lock()
+		if m.published[uid] == nil {
+			m.published[uid] = map[string]*volData{}
+		}
+		m.published[uid][d.SpecVolID] = d
+		m.mu.Unlock()
+		return err
+	}
+	removeUnmounted(d.target)
+	os.Remove(filepath.Join(dir, volDataFile))
+	os.Remove(dir)
+	return err
+}
+
+// uncertain: a call that ended without the driver's answer (the
+// kubelet's uncertain mount): what it did is not known.
+func uncertain(err error) bool {
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// removeUnmounted removes an empty directory unless something is
+// mounted there (never recursively: a volume's data is never touched).
+func removeUnmounted(path string) {
+	if ok, _ := mountinfo.Mounted(path); !ok {
+		os.Remove(path)
+	}
+}
+
+// lockVolume serialises the operations on one volume; it returns the
+// unlock.
+func (m *Manager) lockVolume(drv, handle string) func() {
+	m.mu.Lock()
+	if m.volLocks == nil {
+		m.volLocks = map[string]*sync.Mutex{}
+	}
+	l := m.volLocks[drv+"^"+handle]
+	if l == nil {
+		l = &sync.Mutex{}
+		m.volLocks[drv+"^"+handle] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// stage stages a volume unless it is staged (a published volume of the
+// same handle is, and its staging path is mounted); staged tells whether
+// this call did.
+func (m *Manager) stage(ctx context.Context, drv *driver, pv *v1.PersistentVolume, staging string, publishContext map[string]string, capability *csipb.VolumeCapability) (staged bool, err error) {
 	src := pv.Spec.CSI
-	if m.staged(src.Driver, src.VolumeHandle) {
-		return nil
+	if mounted, _ := mountinfo.Mounted(staging); mounted && m.staged(src.Driver, src.VolumeHandle) {
+		return false, nil
 	}
 	if err := os.MkdirAll(staging, 0o750); err != nil {
-		return err
+		return false, err
 	}
 	secrets, err := m.secrets(ctx, src.NodeStageSecretRef)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := writeVolData(filepath.Dir(staging), &volData{SpecVolID: pv.Name, VolumeHandle: src.VolumeHandle, DriverName: src.Driver, NodeName: m.cfg.NodeName}); err != nil {
-		return err
+		return false, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
@@ -261,9 +346,25 @@ func (m *Manager) stage(ctx context.Context, drv *driver, pv *v1.PersistentVolum
 		VolumeId: src.VolumeHandle, PublishContext: publishContext, StagingTargetPath: staging,
 		VolumeCapability: capability, Secrets: secrets, VolumeContext: src.VolumeAttributes,
 	}); err != nil {
-		return fmt.Errorf("rpc error: NodeStageVolume of %s: %w", pv.Name, err)
+		return false, fmt.Errorf("NodeStageVolume of %s: %w", pv.Name, err)
 	}
 	m.log.Info("CSI volume staged", zap.String("pv", pv.Name), zap.String("driver", src.Driver), zap.String("staging", staging))
+	return true, nil
+}
+
+// unstage calls NodeUnstageVolume and removes what the staging left.
+func (m *Manager) unstage(ctx context.Context, drv *driver, d *volData) error {
+	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	if _, err := drv.node.NodeUnstageVolume(cctx, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: d.Staging}); err != nil {
+		return fmt.Errorf("NodeUnstageVolume of %s: %w", d.SpecVolID, err)
+	}
+	removeUnmounted(d.Staging)
+	if ok, _ := mountinfo.Mounted(d.Staging); !ok {
+		os.Remove(filepath.Join(filepath.Dir(d.Staging), volDataFile))
+		os.Remove(filepath.Dir(d.Staging))
+	}
+	m.log.Info("CSI volume unstaged", zap.String("pv", d.SpecVolID), zap.String("driver", d.DriverName))
 	return nil
 }
 
@@ -279,6 +380,60 @@ func (m *Manager) staged(drv, handle string) bool {
 		}
 	}
 	return false
+}
+
+// own gives the published volume to the pod's fsGroup as the kubelet's
+// CSI mounter does, by the CSIDriver's fsGroupPolicy: File always, None
+// never, ReadWriteOnceWithFSType (the default) when the volume has an
+// fsType and is ReadWriteOnce. A failure is logged (the kubelet fails the
+// mount; the container would then start on a volume it may not write).
+func (m *Manager) own(p *v1.Pod, info driverInfo, fsType string, modes []v1.PersistentVolumeAccessMode, target string, readOnly bool) {
+	sc := p.Spec.SecurityContext
+	if sc == nil || sc.FSGroup == nil {
+		return
+	}
+	switch info.fsGroupPolicy {
+	case storagev1.NoneFSGroupPolicy:
+		return
+	case storagev1.FileFSGroupPolicy:
+	default:
+		if fsType == "" || len(modes) == 0 || slices.ContainsFunc(modes, func(a v1.PersistentVolumeAccessMode) bool {
+			return a != v1.ReadWriteOnce && a != v1.ReadWriteOncePod
+		}) {
+			return
+		}
+	}
+	onRootMismatch := sc.FSGroupChangePolicy != nil && *sc.FSGroupChangePolicy == v1.FSGroupChangeOnRootMismatch
+	if err := volume.SetOwnership(target, *sc.FSGroup, readOnly, onRootMismatch); err != nil {
+		m.log.Warn("give the CSI volume to the pod's fsGroup", zap.String("target", target), zap.Error(err))
+	}
+}
+
+// VolumesInUse are the node's volumes of attachable drivers (those
+// published through a VolumeAttachment), as the Node's
+// status.volumesInUse names them (kubernetes.io/csi/<driver>^<handle>):
+// the attach/detach controller detaches none of them while they are
+// listed. Nil-safe (standalone: none).
+func (m *Manager) VolumesInUse() []v1.UniqueVolumeName {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := map[v1.UniqueVolumeName]bool{}
+	for _, vols := range m.published {
+		for _, d := range vols {
+			if d.AttachmentID != "" {
+				set[v1.UniqueVolumeName(pluginName+"/"+d.DriverName+"^"+d.VolumeHandle)] = true
+			}
+		}
+	}
+	out := make([]v1.UniqueVolumeName, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Unpublish unpublishes every volume of a pod, and unstages each that no
@@ -303,6 +458,7 @@ func (m *Manager) Unpublish(ctx context.Context, uid types.UID) error {
 }
 
 func (m *Manager) unpublish(ctx context.Context, uid types.UID, d *volData) error {
+	defer m.lockVolume(d.DriverName, d.VolumeHandle)()
 	m.mu.Lock()
 	drv := m.drivers[d.DriverName]
 	m.mu.Unlock()
@@ -312,7 +468,18 @@ func (m *Manager) unpublish(ctx context.Context, uid types.UID, d *volData) erro
 	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	if _, err := drv.node.NodeUnpublishVolume(cctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: d.VolumeHandle, TargetPath: d.target}); err != nil {
-		return fmt.Errorf("rpc error: NodeUnpublishVolume of %s: %w", d.SpecVolID, err)
+		return fmt.Errorf("NodeUnpublishVolume of %s: %w", d.SpecVolID, err)
+	}
+	if ok, _ := mountinfo.Mounted(d.target); ok {
+		return fmt.Errorf("NodeUnpublishVolume of %s: %s is still mounted", d.SpecVolID, d.target)
+	}
+	// Unstaged with its last pod, before this pod's record goes: a
+	// failed unstage is tried again by the next call for the pod (its
+	// record and vol_data.json kept), also after a restart.
+	if d.Staging != "" && !m.stagedByOthers(uid, d) {
+		if err := m.unstage(ctx, drv, d); err != nil {
+			return err
+		}
 	}
 	os.Remove(d.target)
 	os.Remove(filepath.Join(filepath.Dir(d.target), volDataFile))
@@ -324,26 +491,22 @@ func (m *Manager) unpublish(ctx context.Context, uid types.UID, d *volData) erro
 	}
 	m.mu.Unlock()
 	m.log.Info("CSI volume unpublished", zap.String("podUID", string(uid)), zap.String("pv", d.SpecVolID), zap.String("driver", d.DriverName))
-	if d.Staging == "" || m.staged(d.DriverName, d.VolumeHandle) {
-		return nil // not staged, or still used by another pod
-	}
-	cctx2, cancel2 := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel2()
-	if _, err := drv.node.NodeUnstageVolume(cctx2, &csipb.NodeUnstageVolumeRequest{VolumeId: d.VolumeHandle, StagingTargetPath: d.Staging}); err != nil {
-		// Put back: the next call unstages it.
-		m.mu.Lock()
-		if m.published[uid] == nil {
-			m.published[uid] = map[string]*volData{}
-		}
-		m.published[uid][d.SpecVolID] = &volData{SpecVolID: d.SpecVolID, VolumeHandle: d.VolumeHandle, DriverName: d.DriverName, Staging: d.Staging, target: d.target}
-		m.mu.Unlock()
-		return fmt.Errorf("rpc error: NodeUnstageVolume of %s: %w", d.SpecVolID, err)
-	}
-	os.Remove(d.Staging)
-	os.Remove(filepath.Join(filepath.Dir(d.Staging), volDataFile))
-	os.Remove(filepath.Dir(d.Staging))
-	m.log.Info("CSI volume unstaged", zap.String("pv", d.SpecVolID), zap.String("driver", d.DriverName))
 	return nil
+}
+
+// stagedByOthers: another pod's publication of the volume uses its
+// staging.
+func (m *Manager) stagedByOthers(uid types.UID, d *volData) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for u, vols := range m.published {
+		for name, o := range vols {
+			if (u != uid || name != d.SpecVolID) && o.DriverName == d.DriverName && o.VolumeHandle == d.VolumeHandle && o.Staging != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // podInfo adds the pod's identity to a volume context (podInfoOnMount).
@@ -396,11 +559,12 @@ func (m *Manager) addTokens(ctx context.Context, p *v1.Pod, info driverInfo, att
 // never staged; the volume context says it is ephemeral.
 func (m *Manager) PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (string, error) {
 	src := v.CSI
-	m.mu.Lock()
-	if d := m.published[p.UID][v.Name]; d != nil {
-		m.mu.Unlock()
-		return d.target, nil
+	handle := fmt.Sprintf("csi-%x", sha256.Sum256([]byte(string(p.UID)+v.Name)))
+	defer m.lockVolume(src.Driver, handle)()
+	if target, ok := m.stillPublished(p.UID, v.Name); ok {
+		return target, nil
 	}
+	m.mu.Lock()
 	drv := m.drivers[src.Driver]
 	m.mu.Unlock()
 	if drv == nil {
@@ -413,16 +577,9 @@ func (m *Manager) PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (s
 	if !info.ephemeral {
 		return "", fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", storagev1.VolumeLifecycleEphemeral, src.Driver, storagev1.VolumeLifecyclePersistent)
 	}
-	d := &volData{SpecVolID: v.Name, VolumeHandle: fmt.Sprintf("csi-%x", sha256.Sum256([]byte(string(p.UID)+v.Name))), DriverName: src.Driver,
+	d := &volData{SpecVolID: v.Name, VolumeHandle: handle, DriverName: src.Driver,
 		NodeName: m.cfg.NodeName, LifecycleMode: string(storagev1.VolumeLifecycleEphemeral)}
-	dir := m.podVolumeDir(p.UID, v.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", err
-	}
-	if err := writeVolData(dir, d); err != nil {
-		return "", err
-	}
-	d.target = filepath.Join(dir, "mount")
+	d.target = filepath.Join(m.podVolumeDir(p.UID, v.Name), "mount")
 	attrs := map[string]string{"csi.storage.k8s.io/ephemeral": "true"}
 	for k, val := range src.VolumeAttributes {
 		attrs[k] = val
@@ -443,24 +600,17 @@ func (m *Manager) PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (s
 	if src.FSType != nil {
 		fsType = *src.FSType
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	if _, err := drv.node.NodePublishVolume(cctx, &csipb.NodePublishVolumeRequest{
-		VolumeId: d.VolumeHandle, TargetPath: d.target, Readonly: src.ReadOnly != nil && *src.ReadOnly, Secrets: secrets, VolumeContext: attrs,
+	readOnly := src.ReadOnly != nil && *src.ReadOnly
+	if err := m.publish(ctx, drv, p.UID, d, &csipb.NodePublishVolumeRequest{
+		VolumeId: d.VolumeHandle, TargetPath: d.target, Readonly: readOnly, Secrets: secrets, VolumeContext: attrs,
 		VolumeCapability: &csipb.VolumeCapability{
 			AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType}},
 			AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 		},
 	}); err != nil {
-		os.RemoveAll(dir)
-		return "", fmt.Errorf("rpc error: NodePublishVolume of inline volume %s: %w", v.Name, err)
+		return "", fmt.Errorf("NodePublishVolume of inline volume %s: %w", v.Name, err)
 	}
-	m.mu.Lock()
-	if m.published[p.UID] == nil {
-		m.published[p.UID] = map[string]*volData{}
-	}
-	m.published[p.UID][v.Name] = d
-	m.mu.Unlock()
+	m.own(p, info, fsType, []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce}, d.target, readOnly)
 	m.log.Info("CSI inline volume published", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("volume", v.Name),
 		zap.String("driver", src.Driver), zap.String("target", d.target))
 	return d.target, nil
@@ -479,6 +629,7 @@ type driverInfo struct {
 	attach, podInfo bool
 	ephemeral       bool // inline ephemeral volumes allowed
 	tokens          []storagev1.TokenRequest
+	fsGroupPolicy   storagev1.FSGroupPolicy // "" is the default, ReadWriteOnceWithFSType
 }
 
 // driverObject reads the driver's CSIDriver object: without one (or
@@ -501,6 +652,9 @@ func (m *Manager) driverObject(ctx context.Context, name string) (driverInfo, er
 	info.podInfo = obj.Spec.PodInfoOnMount != nil && *obj.Spec.PodInfoOnMount
 	info.ephemeral = slices.Contains(obj.Spec.VolumeLifecycleModes, storagev1.VolumeLifecycleEphemeral)
 	info.tokens = obj.Spec.TokenRequests
+	if obj.Spec.FSGroupPolicy != nil {
+		info.fsGroupPolicy = *obj.Spec.FSGroupPolicy
+	}
 	return info, nil
 }
 

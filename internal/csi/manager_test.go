@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -20,15 +22,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/volume"
 )
 
 // fakeNode is a CSI node service that records its calls.
 type fakeNode struct {
 	csipb.UnimplementedNodeServer
-	mu    sync.Mutex
-	calls []string
-	ctx   map[string]string // the last publish's volume context
-	pctx  map[string]string // the last publish's publish context
+	backing string // the volume's data, bind-mounted
+	mu      sync.Mutex
+	calls   []string
+	ctx     map[string]string // the last publish's volume context
+	pctx    map[string]string // the last publish's publish context
 }
 
 func (f *fakeNode) rec(s string) {
@@ -54,13 +59,22 @@ func (f *fakeNode) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeS
 		{Unit: csipb.VolumeUsage_BYTES, Total: 100, Available: 60, Used: 40}, {Unit: csipb.VolumeUsage_INODES, Total: 10, Available: 7, Used: 3}}}, nil
 }
 
+// bind bind-mounts from onto to (made), as a driver mounts a volume.
+func bind(from, to string) error {
+	if err := os.MkdirAll(to, 0o750); err != nil {
+		return err
+	}
+	return unix.Mount(from, to, "", unix.MS_BIND, "")
+}
+
 func (f *fakeNode) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	f.rec("stage " + r.VolumeId)
-	return &csipb.NodeStageVolumeResponse{}, nil
+	return &csipb.NodeStageVolumeResponse{}, bind(f.backing, r.StagingTargetPath)
 }
 
 func (f *fakeNode) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	f.rec("unstage " + r.VolumeId)
+	unix.Unmount(r.StagingTargetPath, 0)
 	return &csipb.NodeUnstageVolumeResponse{}, nil
 }
 
@@ -69,11 +83,16 @@ func (f *fakeNode) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolu
 	f.mu.Lock()
 	f.ctx, f.pctx = r.VolumeContext, r.PublishContext
 	f.mu.Unlock()
-	return &csipb.NodePublishVolumeResponse{}, nil
+	from := r.StagingTargetPath
+	if from == "" {
+		from = f.backing
+	}
+	return &csipb.NodePublishVolumeResponse{}, bind(from, r.TargetPath)
 }
 
 func (f *fakeNode) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	f.rec("unpublish " + r.VolumeId)
+	unix.Unmount(r.TargetPath, 0)
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
 }
 
@@ -83,8 +102,16 @@ func (f *fakeNode) got() []string {
 	return append([]string(nil), f.calls...)
 }
 
+// testRoot is an agent root whose mounts are undone before it goes.
+func testRoot(t *testing.T) string {
+	root := t.TempDir()
+	t.Cleanup(func() { volume.UnmountUnder(root) })
+	return root
+}
+
 func serveNode(t *testing.T, f *fakeNode) string {
 	t.Helper()
+	f.backing = t.TempDir()
 	sock := filepath.Join(t.TempDir(), "csi.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -113,7 +140,7 @@ func pod(uid string) *v1.Pod {
 // last of them goes — also by a Manager started again over the same
 // directories.
 func TestRegisterPublishUnpublish(t *testing.T) {
-	root := t.TempDir()
+	root := testRoot(t)
 	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid"}},
 		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), PodInfoOnMount: ptr.To(true),
 			TokenRequests: []storagev1.TokenRequest{{Audience: "vault", ExpirationSeconds: ptr.To(int64(600))}}}})
@@ -209,7 +236,7 @@ func TestPublishWaitsForAttachment(t *testing.T) {
 	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	f := &fakeNode{}
 	sock := serveNode(t, f)
-	m, _ := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
 	ctx := context.Background()
 	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
 		t.Fatal(err)
@@ -240,7 +267,7 @@ func TestPublishInline(t *testing.T) {
 		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
 	f := &fakeNode{}
 	sock := serveNode(t, f)
-	m, _ := New(Config{RootDir: t.TempDir(), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
 	ctx := context.Background()
 	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,10 @@ type Config struct {
 	Hostname string
 	// Capacity and Allocatable are the node's resources.
 	Capacity, Allocatable v1.ResourceList
+	// VolumesInUse, if set, are the attachable volumes mounted on the
+	// node (status.volumesInUse): the attach/detach controller detaches
+	// none of them.
+	VolumesInUse func() []v1.UniqueVolumeName
 	// Extended, if set, gives resources that come and go (device
 	// plugins'), added to Capacity and Allocatable; a change is posted
 	// within a second.
@@ -214,6 +218,9 @@ func (m *Manager) healthKey() string {
 	if m.cfg.Extended != nil {
 		capacity, allocatable := m.cfg.Extended()
 		s += resourcesKey(capacity) + "|" + resourcesKey(allocatable)
+	}
+	if m.cfg.VolumesInUse != nil {
+		s += fmt.Sprint(m.cfg.VolumesInUse())
 	}
 	return s
 }
@@ -400,6 +407,9 @@ func (m *Manager) status(ctx context.Context, old v1.NodeStatus, now metav1.Time
 	st := *old.DeepCopy()
 	st.Capacity = m.cfg.Capacity.DeepCopy()
 	st.Allocatable = m.cfg.Allocatable.DeepCopy()
+	if m.cfg.VolumesInUse != nil {
+		st.VolumesInUse = m.cfg.VolumesInUse()
+	}
 	if m.cfg.Extended != nil {
 		capacity, allocatable := m.cfg.Extended()
 		for k, q := range capacity {

@@ -101,7 +101,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			case ev.Op&fsnotify.Create != 0:
 				wg.Go(func() { m.added(ctx, ev.Name) })
 			case ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0:
-				m.removed(ctx, ev.Name)
+				wg.Go(func() { m.removed(ctx, ev.Name) })
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -160,12 +160,21 @@ func (m *Manager) register(ctx context.Context, pi *regapi.PluginInfo, path stri
 	if endpoint == "" {
 		endpoint = path
 	}
-	if err := h.RegisterPlugin(ctx, pi.Name, endpoint); err != nil {
-		return err
-	}
+	// Recorded before the handler takes it, as the kubelet's actual
+	// state: a socket removed meanwhile deregisters it, here or below.
 	m.mu.Lock()
 	m.registered[path] = registration{typ: pi.Type, name: pi.Name}
 	m.mu.Unlock()
+	if err := h.RegisterPlugin(ctx, pi.Name, endpoint); err != nil {
+		m.mu.Lock()
+		delete(m.registered, path)
+		m.mu.Unlock()
+		return err
+	}
+	if _, err := os.Stat(path); err != nil {
+		m.removed(ctx, path) // went while it registered
+		return fmt.Errorf("the registration socket went: %w", err)
+	}
 	return nil
 }
 

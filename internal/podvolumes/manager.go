@@ -49,6 +49,8 @@ type Manager struct {
 	cmu    sync.Mutex
 	claims map[types.UID]map[string]claimVolume // pods' claim volumes once mounted
 	owned  map[types.UID]map[string]bool        // volumes given to their pod's fsGroup
+
+	unpublishing map[types.UID]bool // gone pods whose CSI volumes are being unpublished
 }
 
 // New validates cfg and returns a Manager.
@@ -85,17 +87,19 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 	if err != nil {
 		return
 	}
+	// A gone pod's CSI volumes are unpublished off housekeeping (a
+	// driver may take its time), and its directory stays until they are.
+	published := map[pod.UID]bool{}
 	if m.cfg.CSI != nil {
 		for _, uid := range m.cfg.CSI.Pods() {
+			published[pod.UID(uid)] = true
 			if !active[pod.UID(uid)] {
-				if err := m.unpublish(uid); err != nil {
-					m.log.Warn("unpublish CSI volumes of a gone pod; retrying", zap.String("podUID", string(uid)), zap.Error(err))
-				}
+				m.unpublishAsync(uid)
 			}
 		}
 	}
 	for _, e := range entries {
-		if !active[pod.UID(e.Name())] {
+		if uid := pod.UID(e.Name()); !active[uid] && !published[uid] {
 			m.removeDir(filepath.Join(root, e.Name()))
 		}
 	}
@@ -149,4 +153,30 @@ func (m *Manager) unpublish(uid types.UID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	return m.cfg.CSI.Unpublish(ctx, uid)
+}
+
+// unpublishAsync unpublishes a gone pod's CSI volumes on a goroutine of
+// its own, one at a time per pod; a failure is logged and tried again at
+// the next housekeeping.
+func (m *Manager) unpublishAsync(uid types.UID) {
+	m.cmu.Lock()
+	if m.unpublishing[uid] {
+		m.cmu.Unlock()
+		return
+	}
+	if m.unpublishing == nil {
+		m.unpublishing = map[types.UID]bool{}
+	}
+	m.unpublishing[uid] = true
+	m.cmu.Unlock()
+	go func() {
+		defer func() {
+			m.cmu.Lock()
+			delete(m.unpublishing, uid)
+			m.cmu.Unlock()
+		}()
+		if err := m.unpublish(uid); err != nil {
+			m.log.Warn("unpublish CSI volumes of a gone pod; retrying at the next housekeeping", zap.String("podUID", string(uid)), zap.Error(err))
+		}
+	}()
 }
