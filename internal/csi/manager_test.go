@@ -293,3 +293,34 @@ func TestPublishInline(t *testing.T) {
 		t.Errorf("calls %q: want the unpublish, no unstage", got)
 	}
 }
+
+// A publication whose mount went (a node reboot: the record survives in
+// vol_data.json) is published again, and staged again when its staging
+// went too.
+func TestRepublishWhenMountWent(t *testing.T) {
+	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
+	f := &fakeNode{}
+	sock := serveNode(t, f)
+	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	target, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := m.stagingPath("d.test", "h")
+	unix.Unmount(target, 0)
+	unix.Unmount(staging, 0)
+	if _, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.got(), []string{"stage h", "publish h u1", "stage h", "publish h u1"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if err := m.Unpublish(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+}
