@@ -22,6 +22,10 @@
 //     pod; a restarted agent finds what was published from the
 //     vol_data.json files.
 //
-// Every driver call is bounded by CallTimeout (the kubelet's 2 minutes).
-// Not here: block volumes, expansion, NodeGetVolumeStats, republishing.
+// A volume's stats are its driver's NodeGetVolumeStats when it has
+// GET_VOLUME_STATS; the Node's volumesInUse lists attachable volumes
+// while they are mounted; the pod's fsGroup is applied as the CSIDriver's
+// fsGroupPolicy says. Every driver call is bounded by CallTimeout (the
+// kubelet's 2 minutes). Not here: block volumes, expansion,
+// republishing, VOLUME_MOUNT_GROUP.
 package csi
