@@ -175,13 +175,7 @@ func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolum
 	if target, ok := m.stillPublished(p.UID, pv.Name); ok {
 		return target, nil
 	}
-	m.mu.Lock()
-	drv := m.drivers[src.Driver]
-	m.mu.Unlock()
-	if drv == nil {
-		return "", fmt.Errorf("driver name %s not found in the list of registered CSI drivers", src.Driver)
-	}
-	info, err := m.driverObject(ctx, src.Driver)
+	drv, info, err := m.driverFor(ctx, src.Driver)
 	if err != nil {
 		return "", err
 	}
@@ -237,6 +231,18 @@ func (m *Manager) Publish(ctx context.Context, p *v1.Pod, pv *v1.PersistentVolum
 	m.log.Info("CSI volume published", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("pv", pv.Name),
 		zap.String("driver", src.Driver), zap.String("target", d.target), zap.Bool("staged", d.Staging != ""))
 	return d.target, nil
+}
+
+// driverFor is a registered driver and what its CSIDriver object asks.
+func (m *Manager) driverFor(ctx context.Context, name string) (*driver, driverInfo, error) {
+	m.mu.Lock()
+	drv := m.drivers[name]
+	m.mu.Unlock()
+	if drv == nil {
+		return nil, driverInfo{}, fmt.Errorf("driver name %s not found in the list of registered CSI drivers", name)
+	}
+	info, err := m.driverObject(ctx, name)
+	return drv, info, err
 }
 
 // stillPublished returns the target of a volume published for the pod
@@ -564,13 +570,7 @@ func (m *Manager) PublishInline(ctx context.Context, p *v1.Pod, v *v1.Volume) (s
 	if target, ok := m.stillPublished(p.UID, v.Name); ok {
 		return target, nil
 	}
-	m.mu.Lock()
-	drv := m.drivers[src.Driver]
-	m.mu.Unlock()
-	if drv == nil {
-		return "", fmt.Errorf("driver name %s not found in the list of registered CSI drivers", src.Driver)
-	}
-	info, err := m.driverObject(ctx, src.Driver)
+	drv, info, err := m.driverFor(ctx, src.Driver)
 	if err != nil {
 		return "", err
 	}

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,19 +45,10 @@ func startCSIDriver(t *testing.T, a *agent) *csiDriver {
 	})
 	cmd := exec.Command(bin, "--name", d.name, "--node-id", a.node, "--state", d.state,
 		"--csi-socket", filepath.Join(d.state, "csi.sock"), "--registration-socket", filepath.Join(reg, d.name+"-reg.sock"))
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	startHostProcess(t, "test CSI driver", cmd)
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
 		if t.Failed() {
-			t.Logf("test CSI driver:\n%s\ncalls:\n%s", out.String(), d.calls())
+			t.Logf("test CSI driver's calls:\n%s", d.calls())
 		}
 	})
 	return d

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,28 +48,11 @@ func startSamplePlugin(t *testing.T, a *agent) {
 		"mount --bind %s /var/lib/kubelet/device-plugins && exec %s", dir, bin)
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
 	cmd.Env = append(os.Environ(), "PLUGIN_SOCK_DIR=/var/lib/kubelet/device-plugins")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("sample device plugin:\n%s", out.String())
-		}
+	t.Cleanup(func() { // its fake devices, once it stopped (cleanups run last first)
 		os.Remove("/tmp/Dev-1")
 		os.Remove("/tmp/Dev-2")
 	})
+	startHostProcess(t, "sample device plugin", cmd)
 }
 
 // nodeDevices is the Node's capacity and allocatable of the sample

@@ -356,3 +356,32 @@ func containerStatus(t *testing.T, id string) *runtimeapi.ContainerStatus {
 	}
 	return r.Status
 }
+
+// startHostProcess starts a helper the test runs on the host (a device
+// plugin, a provisioner, a CSI driver), dying with the test binary; at
+// the end of the test it is stopped (SIGTERM, then SIGKILL after 10s)
+// and, when the test failed, the end of its output logged under name.
+func startHostProcess(t *testing.T, name string, cmd *exec.Cmd) *syncBuffer {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s:\n%s", name, tail(out.String(), 80))
+		}
+	})
+	return out
+}

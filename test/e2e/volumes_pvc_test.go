@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,26 +74,7 @@ spec:
 	cmd := exec.Command(bin, "--debug", "start", "--kubeconfig", c.AdminKubeconfig, "--namespace", ns,
 		"--provisioner-name", "rancher.io/local-path", "--configmap-name", "local-path-config",
 		"--helper-image", busybox, "--service-account-name", "default")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("local-path provisioner:\n%s", tail(out.String(), 60))
-		}
-	})
+	startHostProcess(t, "local-path provisioner", cmd)
 }
 
 // selectNode plays the scheduler's part for a WaitForFirstConsumer
