@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	"k8s.io/utils/clock"
 )
 
 // Handler takes the plugins of one type (regapi.CSIPlugin).
@@ -40,7 +41,9 @@ type Config struct {
 	Handlers map[string]Handler
 	// CallTimeout bounds GetInfo and NotifyRegistrationStatus (10s).
 	CallTimeout time.Duration
-	Logger      *zap.Logger
+	// Clock times the retries of failed registrations (default: real).
+	Clock  clock.WithTicker
+	Logger *zap.Logger
 }
 
 // Manager watches the registration directory.
@@ -61,6 +64,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger.Named("pluginmanager"), registered: map[string]registration{}}, nil
 }
@@ -114,14 +120,34 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // added registers the plugin of a new socket.
 func (m *Manager) added(ctx context.Context, path string) {
+	// A registration that fails (the Node not registered yet, the API
+	// server away) is tried again while the socket is there, as the
+	// kubelet's reconciler does: after 1s, doubling to 30s.
+	delay := time.Second
+	for !m.try(ctx, path) {
+		t := m.cfg.Clock.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// try registers the plugin of a socket once; done is false when it
+// should be tried again (the socket is there and the plugin was refused
+// or did not answer).
+func (m *Manager) try(ctx context.Context, path string) (done bool) {
 	info, err := os.Stat(path)
 	if err != nil || info.Mode()&os.ModeSocket == 0 || strings.HasPrefix(filepath.Base(path), ".") {
-		return
+		return true
 	}
 	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		m.log.Warn("plugin registration socket", zap.String("socket", path), zap.Error(err))
-		return
+		return true
 	}
 	defer conn.Close()
 	client := regapi.NewRegistrationClient(conn)
@@ -131,21 +157,22 @@ func (m *Manager) added(ctx context.Context, path string) {
 	// listens: the call waits for it to answer, within the timeout.
 	pi, err := client.GetInfo(cctx, &regapi.InfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
-		m.log.Warn("plugin registration: GetInfo failed", zap.String("socket", path), zap.Error(err))
-		return
+		m.log.Warn("plugin registration: GetInfo failed; trying again", zap.String("socket", path), zap.Error(err))
+		return ctx.Err() != nil
 	}
 	log := m.log.With(zap.String("type", pi.Type), zap.String("name", pi.Name), zap.String("socket", path))
 	err = m.register(ctx, pi, path)
 	status := &regapi.RegistrationStatus{PluginRegistered: err == nil}
 	if err != nil {
 		status.Error = err.Error()
-		log.Warn("plugin registration refused", zap.Error(err))
+		log.Warn("plugin registration refused; trying again", zap.Error(err))
 	} else {
 		log.Info("plugin registered", zap.Strings("versions", pi.SupportedVersions))
 	}
 	if _, nerr := client.NotifyRegistrationStatus(cctx, status); nerr != nil {
 		log.Warn("plugin registration: NotifyRegistrationStatus failed", zap.Error(nerr))
 	}
+	return err == nil || ctx.Err() != nil
 }
 
 func (m *Manager) register(ctx context.Context, pi *regapi.PluginInfo, path string) error {

@@ -2,9 +2,11 @@ package pluginmanager
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	regapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+	testclock "k8s.io/utils/clock/testing"
 )
 
 type plugin struct {
@@ -33,12 +36,17 @@ type handler struct {
 	mu     sync.Mutex
 	events []string
 	gone   chan string
+	refuse int // refuse the first registrations
 }
 
 func (h *handler) ValidatePlugin(name string, versions []string) error { return nil }
 func (h *handler) RegisterPlugin(_ context.Context, name, endpoint string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.refuse > 0 {
+		h.refuse--
+		return errors.New("not yet")
+	}
 	h.events = append(h.events, "register "+name+" "+endpoint)
 	return nil
 }
@@ -113,5 +121,38 @@ func TestRegistration(t *testing.T) {
 	os.Remove(lateSock)
 	if got := wait(t, h.gone); got != "late" {
 		t.Errorf("deregistered %q, want late", got)
+	}
+}
+
+// A registration the handler refuses is told so, and tried again until
+// it is taken.
+func TestRegistrationRetried(t *testing.T) {
+	dir := t.TempDir()
+	h := &handler{gone: make(chan string, 4), refuse: 1}
+	p := &plugin{info: &regapi.PluginInfo{Type: regapi.CSIPlugin, Name: "slow", SupportedVersions: []string{"1.0.0"}},
+		status: make(chan *regapi.RegistrationStatus, 4)}
+	serve(t, filepath.Join(dir, "slow-reg.sock"), p)
+	clk := testclock.NewFakeClock(time.Unix(1_700_000_000, 0))
+	m, err := New(Config{Dir: dir, Handlers: map[string]Handler{regapi.CSIPlugin: h}, Clock: clk, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if s := wait(t, p.status); s.PluginRegistered || s.Error != "not yet" {
+		t.Fatalf("first registration: %+v", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() { // the retry is armed
+		if time.Now().After(deadline) {
+			t.Fatal("no retry armed")
+		}
+		runtime.Gosched()
+	}
+	clk.Step(time.Second)
+	if s := wait(t, p.status); !s.PluginRegistered {
+		t.Fatalf("second registration: %+v", s)
 	}
 }
