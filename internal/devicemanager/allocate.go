@@ -41,41 +41,43 @@ func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
 		}
 		m.mu.Unlock()
 	}
-	for _, c := range p.Spec.InitContainers {
-		got, err := m.allocateContainer(ctx, p, &c, reuse)
+	// Init containers first, in order: a regular one's devices are
+	// offered to the containers after it, a sidecar's (and an app
+	// container's) are taken out of the offer.
+	type step struct {
+		c     *v1.Container
+		lends bool
+	}
+	var steps []step
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		steps = append(steps, step{c, c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways})
+	}
+	for i := range p.Spec.Containers {
+		steps = append(steps, step{&p.Spec.Containers[i], false})
+	}
+	for _, st := range steps {
+		got, err := m.allocateContainer(ctx, p, st.c, reuse)
 		if err != nil {
 			undo()
 			return err
 		}
 		if got {
-			made = append(made, c.Name)
+			made = append(made, st.c.Name)
 		}
-		sidecar := c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-		for res, ids := range m.containerSets(p.UID, c.Name) {
-			if reuse[res] == nil {
-				reuse[res] = sets.New[string]()
-			}
-			if sidecar {
+		for res, ids := range m.containerSets(p.UID, st.c.Name) {
+			if st.lends {
+				reuse[res] = ids.Union(reuse[res])
+			} else if reuse[res] != nil {
 				reuse[res] = reuse[res].Difference(ids)
-			} else {
-				reuse[res] = reuse[res].Union(ids)
 			}
 		}
 	}
-	for _, c := range p.Spec.Containers {
-		got, err := m.allocateContainer(ctx, p, &c, reuse)
-		if err != nil {
-			undo()
-			return err
-		}
-		if got {
-			made = append(made, c.Name)
-		}
-		for res, ids := range m.containerSets(p.UID, c.Name) {
-			if reuse[res] != nil {
-				reuse[res] = reuse[res].Difference(ids)
-			}
-		}
+	m.mu.Lock()
+	_, holds := m.pods[p.UID]
+	m.mu.Unlock()
+	if !holds {
+		return nil
 	}
 	if len(made) > 0 {
 		// A pod whose devices are not on disk could lose them, or share
@@ -92,20 +94,31 @@ func (m *Manager) Allocate(ctx context.Context, p *v1.Pod) error {
 }
 
 // freeGone frees the devices of the pods admitted by this run that are
-// gone (Config.Gone), but the one being admitted.
+// gone (Config.Gone), but the one being admitted. Only pods that hold
+// devices are asked about, without the manager's lock.
 func (m *Manager) freeGone(admitting types.UID) {
 	if m.cfg.Gone == nil {
 		return
 	}
 	m.mu.Lock()
-	var freed []types.UID
-	for uid := range m.admitted {
+	held := m.admitted.UnsortedList()
+	m.mu.Unlock()
+	var gone []types.UID
+	for _, uid := range held {
 		if uid != admitting && m.cfg.Gone(uid) {
-			m.admitted.Delete(uid)
-			if _, ok := m.pods[uid]; ok {
-				delete(m.pods, uid)
-				freed = append(freed, uid)
-			}
+			gone = append(gone, uid)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	m.mu.Lock()
+	var freed []types.UID
+	for _, uid := range gone {
+		m.admitted.Delete(uid)
+		if _, ok := m.pods[uid]; ok {
+			delete(m.pods, uid)
+			freed = append(freed, uid)
 		}
 	}
 	m.mu.Unlock()
@@ -379,19 +392,6 @@ func (m *Manager) MutateConfig(ctx context.Context, p *v1.Pod, c *v1.Container, 
 	}
 	cfg.Envs = append(env, cfg.Envs...)
 	return nil
-}
-
-// ContainerDevices is a container's devices by resource, for the tests.
-func (m *Manager) ContainerDevices(uid types.UID, container string) map[string][]string {
-	out := map[string][]string{}
-	for res, byNUMA := range m.ContainerDevicesByNUMA(uid, container) {
-		ids := sets.New[string]()
-		for _, l := range byNUMA {
-			ids.Insert(l...)
-		}
-		out[res] = sets.List(ids)
-	}
-	return out
 }
 
 // ContainerDevicesByNUMA is a container's devices by resource and NUMA

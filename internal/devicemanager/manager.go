@@ -77,7 +77,7 @@ type Manager struct {
 	stoppedAt map[string]time.Time                       // resource → when its plugin went
 	removed   sets.Set[string]                           // resources gone past the grace period: reported as 0
 	pods      map[types.UID]map[string]map[string]*alloc // pod → container → resource
-	admitted  sets.Set[types.UID]                        // pods admitted by this run (Gone may free them)
+	admitted  sets.Set[types.UID]                        // pods admitted by this run holding devices (Gone may free them)
 	lastOpts  map[string]*pluginapi.DevicePluginOptions  // resource → its plugin's options when last registered
 	stopped   bool                                       // Run ended: no plugin is taken any more
 	server    *grpc.Server

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -453,4 +454,17 @@ func TestRegisterThroughPluginWatcher(t *testing.T) {
 	if capacity, _ := r.m.Capacity(); quantities(capacity)[res] != 2 {
 		t.Errorf("capacity %v", capacity)
 	}
+}
+
+// ContainerDevices is a container's devices by resource, for the tests.
+func (m *Manager) ContainerDevices(uid types.UID, container string) map[string][]string {
+	out := map[string][]string{}
+	for res, byNUMA := range m.ContainerDevicesByNUMA(uid, container) {
+		ids := sets.New[string]()
+		for _, l := range byNUMA {
+			ids.Insert(l...)
+		}
+		out[res] = sets.List(ids)
+	}
+	return out
 }

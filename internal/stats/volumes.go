@@ -75,11 +75,7 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 		v := &pd.Spec.Volumes[i]
 		if vs.CSI != nil {
 			if fs, ok := vs.CSI(ctx, pd, v); ok {
-				vst := statsapi.VolumeStats{Name: v.Name, FsStats: *fs}
-				if claim := podvolumes.ClaimName(pd, v); claim != "" {
-					vst.PVCRef = &statsapi.PVCReference{Name: claim, Namespace: pd.Namespace}
-				}
-				out.stats = append(out.stats, vst)
+				out.stats = append(out.stats, volumeStats(pd, v, fs))
 				continue
 			}
 		}
@@ -103,11 +99,7 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 				out.inodes += n
 			}
 		}
-		vst := statsapi.VolumeStats{Name: v.Name, FsStats: *fs}
-		if claim := podvolumes.ClaimName(pd, v); claim != "" {
-			vst.PVCRef = &statsapi.PVCReference{Name: claim, Namespace: pd.Namespace}
-		}
-		out.stats = append(out.stats, vst)
+		out.stats = append(out.stats, volumeStats(pd, v, fs))
 	}
 	p.vols.mu.Lock()
 	if p.vols.pods == nil {
@@ -116,6 +108,16 @@ func (p *Provider) volumeStats(ctx context.Context, uid string, now time.Time) (
 	p.vols.pods[uid] = out
 	p.vols.mu.Unlock()
 	return out, true
+}
+
+// volumeStats is a volume's entry in the summary, with its claim's
+// reference for a claim volume.
+func volumeStats(p *v1.Pod, v *v1.Volume, fs *statsapi.FsStats) statsapi.VolumeStats {
+	vst := statsapi.VolumeStats{Name: v.Name, FsStats: *fs}
+	if claim := podvolumes.ClaimName(p, v); claim != "" {
+		vst.PVCRef = &statsapi.PVCReference{Name: claim, Namespace: p.Namespace}
+	}
+	return vst
 }
 
 // forgetVolumes drops the measures of pods no longer in the summary.
