@@ -12,7 +12,7 @@ build:
 # watchdog), a default KubeletConfiguration at /etc/nodeagent/config.yaml
 # (an existing one is kept) and the directories; DESTDIR for packaging.
 # Then: systemctl enable --now nodeagent. uninstall removes the binary, the
-# unit and the docs; the config, /var/lib/nodeagent and the pods stay
+# unit and the docs; the config, /var/lib/kubelet and the pods stay
 # (stopping nodeagent leaves pods running).
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -22,7 +22,7 @@ install: build
 	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/nodeagent/README.md
 	[ -e $(DESTDIR)/etc/nodeagent/config.yaml ] || install -D -m 0644 deploy/config.yaml $(DESTDIR)/etc/nodeagent/config.yaml
 	install -d -m 0755 $(DESTDIR)/etc/kubernetes/manifests $(DESTDIR)/var/log/pods
-	install -d -m 0700 $(DESTDIR)/var/lib/nodeagent
+	install -d -m 0700 $(DESTDIR)/var/lib/kubelet
 	if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 uninstall:

@@ -4,6 +4,7 @@
 #
 #   kube-apiserver, kube-controller-manager, kubectl,
 #   kubelet (the takeover tests)                       k8s.io/kubernetes $K8S_VERSION
+#   kubeadm, kube-scheduler (the kubeadm init test)     k8s.io/kubernetes $K8S_VERSION
 #   sample-device-plugin (the device plugin tests)     k8s.io/kubernetes $K8S_VERSION test/images
 #   etcd                                               go.etcd.io/etcd/server/v3 $ETCD_VERSION
 #   metrics-server (kubectl top)                       sigs.k8s.io/metrics-server $METRICS_SERVER_VERSION
@@ -44,7 +45,7 @@ replace_staging() {
 stamp_ok() { [ -x "$BIN/$1" ] && [ -f "$BIN/.$1-version" ] && [ "$(cat "$BIN/.$1-version")" = "$2" ]; }
 
 # ------------------------------------------------------------ kubernetes ---
-k8s_bins=(kube-apiserver kube-controller-manager kubectl kubelet)
+k8s_bins=(kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler kubeadm)
 need=()
 for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need+=("$b"); done
 if [ "${#need[@]}" -eq 0 ]; then
@@ -73,6 +74,13 @@ import (
 GO
 		go mod tidy >/dev/null 2>&1 || go mod tidy
 	fi
+	# commands added since a scratch module was made are imported now
+	for b in "${need[@]}"; do
+		if ! grep -q "k8s.io/kubernetes/cmd/$b\"" tools.go; then
+			sed -i "s|^)\$|\t_ \"k8s.io/kubernetes/cmd/$b\"\n)|" tools.go
+			go mod tidy >/dev/null 2>&1 || go mod tidy
+		fi
+	done
 	for b in "${need[@]}"; do
 		log "building $b $K8S_VERSION (minutes when cold)"
 		go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" \

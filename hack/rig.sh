@@ -233,7 +233,7 @@ start_registry() {
 
 # --------------------------------------------------------------- images ---
 images_want() {
-	cat "$HERE/images/build.sh" "$HERE/images/pause.c" /bin/busybox | sha256sum | cut -d' ' -f1
+	cat "$HERE/images/build.sh" "$HERE/images/layout.sh" "$HERE/images/pause.c" /bin/busybox | sha256sum | cut -d' ' -f1
 }
 
 images_in_registry() {

@@ -123,7 +123,7 @@ func (a *agent) identify(context.Context) error {
 	}
 	a.nodeName = strings.ToLower(a.nodeName)
 	if a.nodeIP = o.nodeIP; a.nodeIP == "" {
-		a.nodeIP = firstIPv4()
+		a.nodeIP = hostIP()
 	}
 	if a.statusDir = o.statusDir; a.statusDir == "" {
 		a.statusDir = filepath.Join(o.rootDir, "status")
@@ -296,7 +296,7 @@ func (a *agent) newSources(ctx context.Context) error {
 	if a.api != nil {
 		sources = append(sources, pod.SourceAPI)
 	}
-	a.mux = podsource.NewMux(sources...)
+	a.mux = podsource.NewMux(a.clk, sources...)
 	sink := func(source string) func([]*v1.Pod) {
 		return func(pods []*v1.Pod) {
 			if source != pod.SourceAPI && o.adoptKubeletPods {

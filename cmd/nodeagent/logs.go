@@ -49,7 +49,7 @@ func parseLogsArgs(args []string) (*logsCmd, error) {
 	fs.BoolVar(&c.timestamps, "timestamps", false, "prefix each line with its time")
 	fs.Int64Var(&c.limit, "limit-bytes", 0, "stop after this many bytes (0: no limit)")
 	fs.StringVar(&c.podLogs, "pod-logs-dir", "/var/log/pods", "nodeagent's --pod-logs-dir")
-	fs.StringVar(&c.root, "root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	fs.StringVar(&c.root, "root-dir", "/var/lib/kubelet", "nodeagent's --root-dir")
 	fs.StringVar(&c.dir, "status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
 	var err error
 	if c.pod, err = parseNameArg(fs, args, logsUsage); err != nil {

@@ -136,10 +136,10 @@ func TestParseLogsArgs(t *testing.T) {
 		want    logsCmd
 		wantErr string
 	}{
-		{name: "defaults", args: []string{"web"}, want: logsCmd{tail: -1, podLogs: "/var/log/pods", root: "/var/lib/nodeagent", pod: "web"}},
+		{name: "defaults", args: []string{"web"}, want: logsCmd{tail: -1, podLogs: "/var/log/pods", root: "/var/lib/kubelet", pod: "web"}},
 		{name: "flags", args: []string{"-n", "prod", "-c", "app", "-f", "--tail", "5", "--since", "1m", "--limit-bytes", "10", "--status-dir", "/s", "web"},
 			want: logsCmd{namespace: "prod", container: "app", follow: true, tail: 5, since: time.Minute, limit: 10,
-				podLogs: "/var/log/pods", root: "/var/lib/nodeagent", dir: "/s", pod: "web"}},
+				podLogs: "/var/log/pods", root: "/var/lib/kubelet", dir: "/s", pod: "web"}},
 		{name: "negative since", args: []string{"--since", "-1s", "web"}, wantErr: "--since -1s: must not be negative"},
 		{name: "negative limit", args: []string{"--limit-bytes", "-1", "web"}, wantErr: "--limit-bytes -1: must not be negative"},
 	}

@@ -95,7 +95,7 @@ func newOptions() *options {
 
 func defaultAgentFlags() agentFlags {
 	return agentFlags{
-		rootDir: "/var/lib/nodeagent", imagePullTimeout: 5 * time.Minute,
+		rootDir: "/var/lib/kubelet", imagePullTimeout: 5 * time.Minute,
 		cniConfDir: "/etc/cni/net.d", cniBinDir: "/opt/cni/bin", cniGCPeriod: 30 * time.Second,
 		eventedPLEG: true, manifestPermissions: "warn", allowPrivileged: true,
 		hostNetworkSources: []string{"*"}, hostPIDSources: []string{"*"}, hostIPCSources: []string{"*"},

@@ -20,7 +20,7 @@ import (
 // cmdPods prints the published pods like `kubectl get pods`.
 func cmdPods(args []string) error {
 	fs := flag.NewFlagSet("pods", flag.ContinueOnError)
-	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	root := fs.String("root-dir", "/var/lib/kubelet", "nodeagent's --root-dir")
 	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -114,7 +114,7 @@ func countDone(cs []v1.ContainerStatus) int {
 // cmdDescribe prints one published pod as YAML.
 func cmdDescribe(args []string) error {
 	fs := flag.NewFlagSet("describe", flag.ContinueOnError)
-	root := fs.String("root-dir", "/var/lib/nodeagent", "nodeagent's --root-dir")
+	root := fs.String("root-dir", "/var/lib/kubelet", "nodeagent's --root-dir")
 	dir := fs.String("status-dir", "", "nodeagent's --status-dir (default <root-dir>/status)")
 	want, err := parseNameArg(fs, args, "usage: nodeagent describe [--root-dir DIR | --status-dir DIR] [NAMESPACE/]NAME")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -152,6 +153,18 @@ func passPodCIDR(ctx context.Context, conn cri.Client, o *options, podCIDR strin
 	if err != nil {
 		log.Warn("pass pod CIDR to the runtime", zap.Error(err))
 	}
+}
+
+// hostIP is the node's address without --node-ip: the address of the
+// interface of the default route, as the kubelet's last resort (it asks
+// DNS for the node name first, which nodeagent does not: a node name the
+// resolver does not know would cost a resolver timeout at every start),
+// else the first non-loopback IPv4 address.
+func hostIP() string {
+	if ip, err := utilnet.ChooseHostInterface(); err == nil && !ip.IsLoopback() {
+		return ip.String()
+	}
+	return firstIPv4()
 }
 
 func firstIPv4() string {

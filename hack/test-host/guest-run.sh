@@ -80,7 +80,7 @@ shutdownGracePeriod: 30s
 shutdownGracePeriodCriticalPods: 10s
 EOF
 	# A new CPU manager policy starts from a new state, as the kubelet's.
-	rm -f /var/lib/nodeagent/cpu_manager_state
+	rm -f /var/lib/kubelet/cpu_manager_state
 	systemctl start nodeagent || return 1
 	log "nodeagent on the $driver driver (memory.available threshold $((avail - 800))Mi)"
 }

@@ -3,9 +3,11 @@ package podsource
 import (
 	"context"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -14,17 +16,20 @@ import (
 // hands over its whole set each time (Set); the Mux diffs it against the
 // source's previous set by UID and emits only what changed.
 type Mux struct {
-	out chan pod.Update
+	out   chan pod.Update
+	clock clock.PassiveClock
 
 	mu      sync.Mutex
 	sources map[string]map[pod.UID]*v1.Pod
 	seen    map[string]bool
 }
 
-// NewMux returns a Mux that expects the named sources.
-func NewMux(sources ...string) *Mux {
+// NewMux returns a Mux that expects the named sources; clk stamps the
+// time a static pod was first seen.
+func NewMux(clk clock.PassiveClock, sources ...string) *Mux {
 	m := &Mux{
 		out:     make(chan pod.Update, 64),
+		clock:   clk,
 		sources: map[string]map[pod.UID]*v1.Pod{},
 		seen:    map[string]bool{},
 	}
@@ -63,9 +68,13 @@ func (m *Mux) Set(ctx context.Context, source string, pods []*v1.Pod) {
 	old := m.sources[source]
 	next := make(map[pod.UID]*v1.Pod, len(pods))
 	var adds, updates, removes []*v1.Pod
+	now := m.clock.Now()
 	for _, p := range pods {
 		next[p.UID] = p
 		prev, ok := old[p.UID]
+		if source != pod.SourceAPI {
+			stampSeen(p, prev, now)
+		}
 		switch {
 		case !ok:
 			adds = append(adds, p)
@@ -100,4 +109,22 @@ func (m *Mux) Set(ctx context.Context, source string, pods []*v1.Pod) {
 			return
 		}
 	}
+}
+
+// stampSeen gives a static pod the kubelet's config.seen annotation: the
+// time its source first handed it over, kept while its UID stays (an
+// API pod's copy in the API carries no such annotation, so it gets none).
+// Mirror pods carry it as the kubelet's do.
+func stampSeen(p, prev *v1.Pod, now time.Time) {
+	if p.Annotations[ConfigSeenAnnotation] != "" {
+		return
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	if prev != nil && prev.Annotations[ConfigSeenAnnotation] != "" {
+		p.Annotations[ConfigSeenAnnotation] = prev.Annotations[ConfigSeenAnnotation]
+		return
+	}
+	p.Annotations[ConfigSeenAnnotation] = now.Format(time.RFC3339Nano)
 }

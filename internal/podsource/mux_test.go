@@ -3,11 +3,14 @@ package podsource
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/internal/pod"
 )
@@ -121,7 +124,7 @@ func TestMuxSet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := NewMux("file", "api")
+			m := NewMux(clock.RealClock{}, "file", "api")
 			for i, s := range tt.steps {
 				m.Set(context.Background(), s.source, s.pods)
 				if diff := cmp.Diff(s.want, drainUpdates(m)); diff != "" {
@@ -133,7 +136,7 @@ func TestMuxSet(t *testing.T) {
 }
 
 func TestMuxSeenAll(t *testing.T) {
-	m := NewMux("file", "api")
+	m := NewMux(clock.RealClock{}, "file", "api")
 	if m.SeenAll() {
 		t.Fatal("SeenAll() = true before any Set")
 	}
@@ -152,13 +155,13 @@ func TestMuxSeenAll(t *testing.T) {
 }
 
 func TestMuxSeenAllWithoutSources(t *testing.T) {
-	if !NewMux().SeenAll() {
+	if !NewMux(clock.RealClock{}).SeenAll() {
 		t.Error("SeenAll() = false for a Mux that expects no source")
 	}
 }
 
 func TestMuxSetReturnsWhenContextEnds(t *testing.T) {
-	m := NewMux("file")
+	m := NewMux(clock.RealClock{}, "file")
 	for len(m.out) < cap(m.out) {
 		m.out <- pod.Update{} // a stream nobody reads
 	}
@@ -178,7 +181,7 @@ func TestMuxSetReturnsWhenContextEnds(t *testing.T) {
 // An adopted pod's ADD still in the channel keeps SeenAll false, so
 // housekeeping cannot take the pod for an orphan.
 func TestMuxSeenAllWaitsForTheConsumer(t *testing.T) {
-	m := NewMux("file")
+	m := NewMux(clock.RealClock{}, "file")
 	m.Set(context.Background(), "file", []*v1.Pod{muxPodA})
 	if m.SeenAll() {
 		t.Fatal("SeenAll() = true while an ADD is not consumed")
@@ -186,5 +189,44 @@ func TestMuxSeenAllWaitsForTheConsumer(t *testing.T) {
 	<-m.Updates()
 	if !m.SeenAll() {
 		t.Fatal("SeenAll() = false after the consumer took every delta")
+	}
+}
+
+// A static pod carries the time its source first handed it over, as the
+// kubelet's config.seen: kept through updates of the same UID, new for a
+// new UID; API pods get none.
+func TestMuxStampsConfigSeen(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 3, 12, 0, 0, 5, time.UTC))
+	m := NewMux(clk, "file", "api")
+	first := muxPodA.DeepCopy()
+	first.Annotations = nil // the shared pod was stamped by other tests
+	m.Set(context.Background(), "file", []*v1.Pod{first})
+	drainUpdates(m)
+	want := "2026-12-03T12:00:00.000000005Z"
+	if got := first.Annotations[ConfigSeenAnnotation]; got != want {
+		t.Fatalf("config.seen of a new static pod = %q, want %q", got, want)
+	}
+	clk.SetTime(clk.Now().Add(time.Minute))
+	changed := muxPodA.DeepCopy()
+	changed.Annotations = nil
+	changed.Spec.Containers[0].Image = "nginx:1.26"
+	m.Set(context.Background(), "file", []*v1.Pod{changed})
+	drainUpdates(m)
+	if got := changed.Annotations[ConfigSeenAnnotation]; got != want {
+		t.Errorf("config.seen after an update of the same UID = %q, want %q (first seen)", got, want)
+	}
+	other := muxPodB.DeepCopy()
+	other.Annotations = nil
+	m.Set(context.Background(), "file", []*v1.Pod{changed, other})
+	drainUpdates(m)
+	if got := other.Annotations[ConfigSeenAnnotation]; got != "2026-12-03T12:01:00.000000005Z" {
+		t.Errorf("config.seen of a pod first seen a minute later = %q", got)
+	}
+	api := muxPodB.DeepCopy()
+	api.UID, api.Annotations = "uid-api", nil
+	m.Set(context.Background(), "api", []*v1.Pod{api})
+	drainUpdates(m)
+	if _, ok := api.Annotations[ConfigSeenAnnotation]; ok {
+		t.Errorf("an API pod got config.seen: %v", api.Annotations)
 	}
 }

@@ -19,6 +19,9 @@ const (
 	ConfigHashAnnotation   = "kubernetes.io/config.hash"
 	ConfigSourceAnnotation = "kubernetes.io/config.source"
 	ConfigMirrorAnnotation = "kubernetes.io/config.mirror"
+	// ConfigSeenAnnotation is when the agent first saw the pod (RFC 3339,
+	// nanoseconds), set as the pod enters the agent (Mux).
+	ConfigSeenAnnotation = "kubernetes.io/config.seen"
 )
 
 // DefaultStatic turns a decoded manifest pod into the pod the agent runs,

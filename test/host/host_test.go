@@ -29,7 +29,7 @@ import (
 // config guest-run.sh writes).
 const (
 	manifests  = "/etc/kubernetes/manifests"
-	statusDir  = "/var/lib/nodeagent/status"
+	statusDir  = "/var/lib/kubelet/status"
 	cgroupRoot = "/sys/fs/cgroup"
 	busybox    = "127.0.0.1:5055/nodeagent/busybox:1.36"
 	// reservedMemory is the config's systemReserved memory.
