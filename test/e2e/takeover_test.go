@@ -336,8 +336,8 @@ func cpusetOf(t *testing.T, id string) string {
 // once — is taken over by nodeagent on the kubelet's files (its
 // kubeconfig and client certificate, root dir, cpu_manager_state): no
 // container restarted, restart counts unchanged in the API, the mirror
-// pod kept, the pinned container on its CPU, a ConfigMap edit reaching
-// the kubelet's volume; then handed back to the kubelet, which keeps
+// pod kept, the pinned container on its CPU, a ConfigMap edit and a new
+// service account token reaching the kubelet's volumes; then handed back to the kubelet, which keeps
 // every container.
 func TestKubeletTakeoverAPIMode(t *testing.T) {
 	c := apiCluster(t)
@@ -414,6 +414,11 @@ syncFrequency: 10s
 	if pinnedSet != "1" {
 		t.Fatalf("the kubelet pinned %s to %q, want CPU 1", pinned.Name, pinnedSet)
 	}
+	const tokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	kubeletToken := execIn(t, before[cfg.Name+"/main"].id, "cat", tokenPath)
+	if kubeletToken == "" {
+		t.Fatalf("no service account token in %s under the kubelet", cfg.Name)
+	}
 	k.stop()
 
 	// nodeagent on the kubelet's files.
@@ -459,6 +464,13 @@ syncFrequency: 10s
 	cfgID := after[cfg.Name+"/main"].id
 	eventually(t, 30*time.Second, "the ConfigMap edit in the kubelet's volume", func() bool {
 		return execIn(t, cfgID, "cat", "/cfg/greeting") == "taken over"
+	})
+	// A token nodeagent requested (its cache starts empty, as the
+	// kubelet's after a restart) replaces the kubelet's in the kubelet's
+	// projected volume.
+	eventually(t, 30*time.Second, "a token of nodeagent's in the kubelet's projected volume", func() bool {
+		tok := execIn(t, cfgID, "cat", tokenPath)
+		return tok != "" && tok != kubeletToken
 	})
 	after, _ = instances(t, a)
 	a.stop()
