@@ -218,7 +218,10 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	if a.vols, err = podvolumes.New(vc); err != nil {
 		return err
 	}
-	if a.cpuMgr, err = newCPUManager(o, a.conn, clk, log); err != nil {
+	// The desired pods: the loop fills the pod manager; the CPU manager,
+	// the allocation manager and the others read it.
+	a.desired = podmanager.New()
+	if a.cpuMgr, err = newCPUManager(o, a.conn, a.desired, clk, log); err != nil {
 		return err
 	}
 	// Pod cgroups (the sandbox's cgroup parent) and oom_score_adj.
@@ -228,8 +231,7 @@ func (a *agent) newPodParts(ctx context.Context) (err error) {
 	a.capacity = node.Capacity(o.rootDir, int(o.MaxPods))
 	a.allocatable = node.Allocatable(a.capacity, o.reserved, o.hardThresholds)
 	// The allocation manager (in-place resize): resizes are decided
-	// beside the active pods of the pod manager, which the loop fills.
-	a.desired = podmanager.New()
+	// beside the active pods of the pod manager.
 	if err := a.newDevices(); err != nil {
 		return err
 	}

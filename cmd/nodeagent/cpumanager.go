@@ -17,7 +17,7 @@ import (
 
 // newCPUManager builds the CPU manager from the options; the checkpoint
 // lives in the root dir and the topology is read from /sys.
-func newCPUManager(o *options, conn cpumanager.ResourceUpdater, clk clock.WithTicker, log *zap.Logger) (*cpumanager.Manager, error) {
+func newCPUManager(o *options, conn cpumanager.ResourceUpdater, pods cpumanager.PodSpecs, clk clock.WithTicker, log *zap.Logger) (*cpumanager.Manager, error) {
 	var milli int64
 	for _, l := range o.reserved { // --kube-reserved, --system-reserved
 		if q, ok := l[v1.ResourceCPU]; ok {
@@ -28,7 +28,7 @@ func newCPUManager(o *options, conn cpumanager.ResourceUpdater, clk clock.WithTi
 		Policy: o.CPUManagerPolicy, Options: o.CPUManagerPolicyOptions,
 		SysfsRoot: "/sys", StateDir: o.rootDir,
 		ReservedCPUs: o.reservedCPUSet, ReservedMilliCPU: milli,
-		Updater: conn, ReconcilePeriod: o.CPUManagerReconcilePeriod.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration,
+		Updater: conn, Pods: pods, ReconcilePeriod: o.CPUManagerReconcilePeriod.Duration, CallTimeout: o.RuntimeRequestTimeout.Duration,
 		Clock: clk, Logger: log,
 	})
 }

@@ -187,16 +187,43 @@ type env struct {
 	cfg     Config
 	updater *fakeUpdater
 	pods    *fakePods
+	specs   *fakeSpecs
 	clock   *clocktesting.FakeClock
+}
+
+// fakeSpecs are the desired pods (the pod manager's Reader).
+type fakeSpecs struct {
+	mu   sync.Mutex
+	pods map[pod.UID]*v1.Pod
+}
+
+func (f *fakeSpecs) GetPodByUID(uid pod.UID) (*v1.Pod, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pods[uid]
+	return p, ok
+}
+
+// admit is the loop's admission: the CPUs allocated, the pod in the
+// pod manager.
+func (e *env) admit(p *v1.Pod) error {
+	if err := e.m.Allocate(p); err != nil {
+		return err
+	}
+	e.specs.mu.Lock()
+	defer e.specs.mu.Unlock()
+	e.specs.pods[p.UID] = p
+	return nil
 }
 
 // newEnv builds a static-policy Manager over m's topology; opts adjust
 // the Config.
 func newEnv(t *testing.T, m machine, opts ...func(*Config)) *env {
 	t.Helper()
-	e := &env{updater: &fakeUpdater{}, pods: &fakePods{}, clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
+	e := &env{updater: &fakeUpdater{}, pods: &fakePods{}, specs: &fakeSpecs{pods: map[pod.UID]*v1.Pod{}},
+		clock: clocktesting.NewFakeClock(time.Unix(1000, 0))}
 	e.cfg = Config{Policy: PolicyStatic, SysfsRoot: m.sysfs(t), StateDir: t.TempDir(), ReservedMilliCPU: 1000,
-		Updater: e.updater, Clock: e.clock, Logger: zaptest.NewLogger(t)}
+		Updater: e.updater, Pods: e.specs, Clock: e.clock, Logger: zaptest.NewLogger(t)}
 	for _, o := range opts {
 		o(&e.cfg)
 	}

@@ -48,6 +48,13 @@ type PodStatuses interface {
 	GetNewerThan(ctx context.Context, uid pod.UID, min time.Time) (*pod.RuntimeStatus, error)
 }
 
+// PodSpecs are the desired pods (the pod manager's Reader): the spec of a
+// pod holding CPUs tells whether a container that ended runs again. Safe
+// for concurrent use.
+type PodSpecs interface {
+	GetPodByUID(uid pod.UID) (*v1.Pod, bool)
+}
+
 // Config configures a Manager.
 type Config struct {
 	// Policy is "none" (or "") or "static".
@@ -66,8 +73,9 @@ type Config struct {
 	// topology-aware.
 	ReservedCPUs     cpuset.CPUSet
 	ReservedMilliCPU int64
-	// Updater is needed by the static policy.
+	// Updater and Pods are needed by the static policy.
 	Updater ResourceUpdater
+	Pods    PodSpecs
 	// ReconcilePeriod is how often the shared pool is re-pushed (10s).
 	ReconcilePeriod time.Duration
 	// CallTimeout bounds each UpdateContainerResources (2m).
@@ -95,9 +103,6 @@ type Manager struct {
 
 	mu sync.Mutex
 	st *state
-	// pods holds what release needs of each allocated pod's spec,
-	// learned at Allocate (again after a restart, at re-admission).
-	pods map[string]podInfo
 
 	// pushed is the cpuset last set on each running container; only the
 	// reconcile goroutine touches it.
@@ -105,10 +110,21 @@ type Manager struct {
 	changed chan struct{}
 }
 
+// podInfo is what release needs of a pod's spec.
 type podInfo struct {
 	restart v1.RestartPolicy
 	init    map[string]bool // init containers, by name
 	sidecar map[string]bool // restartable init containers
+}
+
+func infoOf(p *v1.Pod) podInfo {
+	info := podInfo{restart: p.Spec.RestartPolicy, init: map[string]bool{}, sidecar: map[string]bool{}}
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		info.init[c.Name] = true
+		info.sidecar[c.Name] = pod.IsSidecar(c)
+	}
+	return info
 }
 
 // New reads the topology, checks the configuration and restores the
@@ -126,7 +142,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("cpu manager: StateDir and Logger are required")
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger.Named("cpumanager"), path: filepath.Join(cfg.StateDir, StateFile),
-		static: cfg.Policy == PolicyStatic, pods: map[string]podInfo{}, pushed: map[string]string{},
+		static: cfg.Policy == PolicyStatic, pushed: map[string]string{},
 		changed: make(chan struct{}, 1)}
 	for k, v := range cfg.Options {
 		if k != OptionFullPCPUsOnly {
@@ -142,8 +158,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("cpu manager policy options need --cpu-manager-policy=static")
 	}
 	if m.static {
-		if cfg.SysfsRoot == "" || cfg.Updater == nil || cfg.Clock == nil {
-			return nil, errors.New("cpu manager (static): SysfsRoot, Updater and Clock are required")
+		if cfg.SysfsRoot == "" || cfg.Updater == nil || cfg.Pods == nil || cfg.Clock == nil {
+			return nil, errors.New("cpu manager (static): SysfsRoot, Updater, Pods and Clock are required")
 		}
 		if m.cfg.ReconcilePeriod <= 0 {
 			m.cfg.ReconcilePeriod = 10 * time.Second

@@ -45,7 +45,6 @@ func (m *Manager) Allocate(p *v1.Pod) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	before := m.st.clone()
-	info := podInfo{restart: p.Spec.RestartPolicy, init: map[string]bool{}, sidecar: map[string]bool{}}
 	reuse := cpuset.New()
 	changed := false
 	alloc := func(c *v1.Container, init bool) error {
@@ -73,10 +72,7 @@ func (m *Manager) Allocate(p *v1.Pod) error {
 		return nil
 	}
 	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		info.init[c.Name] = true
-		info.sidecar[c.Name] = pod.IsSidecar(c)
-		if err := alloc(c, true); err != nil {
+		if err := alloc(&p.Spec.InitContainers[i], true); err != nil {
 			m.st = before
 			return err
 		}
@@ -87,7 +83,6 @@ func (m *Manager) Allocate(p *v1.Pod) error {
 			return err
 		}
 	}
-	m.pods[uid] = info
 	if !changed {
 		return nil
 	}
@@ -159,11 +154,6 @@ func (m *Manager) RemoveStale(active map[pod.UID]bool) {
 			m.log.Info("exclusive CPUs released: pod gone", zap.String("uid", uid), zap.String("container", name), zap.Stringer("cpus", back))
 		}
 		changed = true
-	}
-	for uid := range m.pods {
-		if !active[pod.UID(uid)] {
-			delete(m.pods, uid)
-		}
 	}
 	if changed {
 		if err := m.commit(); err != nil {

@@ -102,15 +102,25 @@ type ref struct{ uid, name string }
 // pod goes (RemoveStale).
 func (m *Manager) releaseEnded(ctx context.Context, pods PodStatuses, snap map[pod.UID]*pod.RuntimeStatus) error {
 	m.mu.Lock()
+	held := map[string][]string{} // containers holding CPUs, by pod
+	for uid, cs := range m.st.assignments {
+		for name, set := range cs {
+			if set.Size() > 0 {
+				held[uid] = append(held[uid], name)
+			}
+		}
+	}
+	m.mu.Unlock()
 	var cands []ref
 	infos := map[string]podInfo{}
-	for uid, cs := range m.st.assignments {
-		info, ok := m.pods[uid]
+	for uid, names := range held {
+		p, ok := m.cfg.Pods.GetPodByUID(pod.UID(uid))
 		if !ok {
-			continue // not re-admitted since a restart: spec unknown
+			continue // not admitted (again, after a restart): spec unknown
 		}
-		for name, set := range cs {
-			if set.Size() == 0 || info.sidecar[name] || (!info.init[name] && info.restart == v1.RestartPolicyAlways) {
+		info := infoOf(p)
+		for _, name := range names {
+			if info.sidecar[name] || (!info.init[name] && info.restart == v1.RestartPolicyAlways) {
 				continue
 			}
 			if c := snap[pod.UID(uid)].Latest(name, info.init[name]); c != nil && c.State == pod.ContainerExited {
@@ -119,7 +129,6 @@ func (m *Manager) releaseEnded(ctx context.Context, pods PodStatuses, snap map[p
 			}
 		}
 	}
-	m.mu.Unlock()
 	var errs []error
 	full := map[string]*pod.RuntimeStatus{}
 	for _, r := range cands {

@@ -19,7 +19,7 @@ func TestReconcilePushesCPUSets(t *testing.T) {
 	g := newPod("g", v1.RestartPolicyAlways, nil, container("c", "1"))
 	b := newPod("b", v1.RestartPolicyAlways, nil, container("c", ""))
 	for _, p := range []*v1.Pod{g, b} {
-		if err := e.m.Allocate(p); err != nil {
+		if err := e.admit(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestReconcilePushesCPUSets(t *testing.T) {
 	}
 
 	// A failed update is retried at the next pass.
-	if err := e.m.Allocate(newPod("g2", v1.RestartPolicyAlways, nil, container("c", "1"))); err != nil {
+	if err := e.admit(newPod("g2", v1.RestartPolicyAlways, nil, container("c", "1"))); err != nil {
 		t.Fatal(err)
 	}
 	e.updater.err = errors.New("runtime away")
@@ -91,7 +91,7 @@ func TestReleaseWhenContainerEndsForGood(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, dualSocketHT)
-			if err := e.m.Allocate(tt.pod); err != nil {
+			if err := e.admit(tt.pod); err != nil {
 				t.Fatal(err)
 			}
 			e.pods.set(tt.pod.UID, tt.status...)
@@ -126,7 +126,7 @@ func TestReleaseWhenContainerEndsForGood(t *testing.T) {
 func TestInitContainerReleasedKeepsReusedCPUs(t *testing.T) {
 	e := newEnv(t, dualSocketHT)
 	p := newPod("p", v1.RestartPolicyAlways, []v1.Container{container("init", "4")}, container("app", "2"))
-	if err := e.m.Allocate(p); err != nil {
+	if err := e.admit(p); err != nil {
 		t.Fatal(err)
 	}
 	a := e.m.Assignments()[string(p.UID)]
@@ -167,7 +167,7 @@ func TestRunReconcilesOnChangeAndEveryPeriod(t *testing.T) {
 	expect("at start", "b1=0-1")
 
 	// A change wakes it at once, no tick needed.
-	if err := e.m.Allocate(newPod("g", v1.RestartPolicyAlways, nil, container("c", "1"))); err != nil {
+	if err := e.admit(newPod("g", v1.RestartPolicyAlways, nil, container("c", "1"))); err != nil {
 		t.Fatal(err)
 	}
 	expect("on change", "b1=0")
@@ -192,4 +192,32 @@ func TestNoneReconcilesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Run(context.Background(), pods) // returns at once
+}
+
+// The CPU manager keeps no pod specs of its own: a container that ended
+// is judged by its pod's spec in the pod manager, and a pod the pod
+// manager does not hold (restored from the checkpoint, not admitted
+// again yet) keeps its CPUs.
+func TestReleaseEndedReadsThePodManager(t *testing.T) {
+	e := newEnv(t, dualSocketHT)
+	p := newPod("p", v1.RestartPolicyNever, nil, container("c", "2"))
+	if err := e.m.Allocate(p); err != nil { // allocated, not (yet) in the pod manager
+		t.Fatal(err)
+	}
+	e.pods.set(p.UID, exited("c1", "c", 0, false))
+	if err := e.m.Reconcile(context.Background(), e.pods); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := e.m.Assignments()[string(p.UID)]["c"]; !held {
+		t.Fatal("CPUs released for a pod the pod manager does not hold")
+	}
+	e.specs.mu.Lock()
+	e.specs.pods[p.UID] = p
+	e.specs.mu.Unlock()
+	if err := e.m.Reconcile(context.Background(), e.pods); err != nil {
+		t.Fatal(err)
+	}
+	if set := e.m.Assignments()[string(p.UID)]["c"]; set.Size() != 0 {
+		t.Fatalf("the ended container of a pod the pod manager holds keeps %s", set)
+	}
 }
