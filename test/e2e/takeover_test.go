@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -330,14 +331,15 @@ func cpusetOf(t *testing.T, id string) string {
 }
 
 // TestKubeletTakeoverAPIMode: a node the upstream kubelet runs in a real
-// cluster — a static pod with its mirror pod, and API pods: one reading a
-// ConfigMap volume and its service account token, one Guaranteed pod
-// pinned to a CPU of its own by the static CPU manager, one restarted
-// once — is taken over by nodeagent on the kubelet's files (its
+// cluster — three static pods with their mirror pods, and five API pods:
+// one reading a ConfigMap volume and its service account token, one
+// Guaranteed pod pinned to a CPU of its own by the static CPU manager, one
+// restarted once — is taken over by nodeagent on the kubelet's files (its
 // kubeconfig and client certificate, root dir, cpu_manager_state): no
 // container restarted, restart counts unchanged in the API, the mirror
-// pod kept, the pinned container on its CPU, a ConfigMap edit and a new
-// service account token reaching the kubelet's volumes; then handed back to the kubelet, which keeps
+// pods kept, the pinned container on its CPU, a ConfigMap edit and a new
+// service account token reaching the kubelet's volumes, kubectl logs
+// answered for every pod; then handed back to the kubelet, which keeps
 // every container.
 func TestKubeletTakeoverAPIMode(t *testing.T) {
 	c := apiCluster(t)
@@ -345,17 +347,21 @@ func TestKubeletTakeoverAPIMode(t *testing.T) {
 	a := newAgent(t)
 	kubeconfig, certDir := filepath.Join(a.root, "kubeconfig"), filepath.Join(a.root, "pki")
 	a.extra = []string{"--adopt-kubelet-pods", "--kubeconfig", kubeconfig, "--cert-dir", certDir, "--node-status-update-frequency", "2s",
-		"--sync-frequency", "10s", "--cpu-manager-policy", "static", "--reserved-cpus", "0"}
+		"--sync-frequency", "10s", "--cpu-manager-policy", "static", "--reserved-cpus", "0",
+		"--port", strconv.Itoa(freePort(t)), "--client-ca-file", c.CAFile} // kubectl logs through the API server
 	t.Cleanup(func() { c.Admin.CoreV1().Nodes().Delete(context.Background(), a.node, metav1.DeleteOptions{}) })
-	a.write("static.yaml", fmt.Sprintf(`apiVersion: v1
+	statics := []string{"static", "static2", "static3"}
+	for _, name := range statics {
+		a.write(name+".yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
-metadata: {name: static}
+metadata: {name: %s}
 spec:
   containers:
   - name: app
     image: %s
     command: ["sh", "-c", "while true; do sleep 1; done"]
-`, busybox))
+`, name, busybox))
+	}
 	k := newKubelet(t, a, `cpuManagerPolicy: static
 reservedSystemCPUs: "0"
 nodeStatusUpdateFrequency: 2s
@@ -386,13 +392,13 @@ syncFrequency: 10s
 	crash.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
 	crash.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	crash.Spec.Containers[0].Command = []string{"sh", "-c", "if [ -f /data/mark ]; then while true; do sleep 1; done; fi; touch /data/mark; exit 1"}
-	for _, p := range []*v1.Pod{cfg, pinned, crash} {
+	apiPods := []*v1.Pod{cfg, pinned, crash, apiSleeper(a, "plain1"), apiSleeper(a, "plain2")}
+	for _, p := range apiPods {
 		createPod(t, c, p)
 	}
-	mirrorName := a.podName("static")
-	var mirrorUID types.UID
-	eventually(t, 90*time.Second, "every pod Running in the API (crash restarted once), the static pod's mirror", func() bool {
-		for _, p := range []*v1.Pod{cfg, pinned, crash} {
+	mirrorUIDs := map[string]types.UID{}
+	eventually(t, 90*time.Second, "every pod Running in the API (crash restarted once), the static pods' mirrors", func() bool {
+		for _, p := range apiPods {
 			got := apiPod(c, t, "default", p.Name)
 			if got == nil || got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 || got.Status.ContainerStatuses[0].State.Running == nil {
 				return false
@@ -401,11 +407,13 @@ syncFrequency: 10s
 				return false
 			}
 		}
-		m := apiPod(c, t, "default", mirrorName)
-		if m == nil {
-			return false
+		for _, name := range statics {
+			m := apiPod(c, t, "default", a.podName(name))
+			if m == nil {
+				return false
+			}
+			mirrorUIDs[m.Name] = m.UID
 		}
-		mirrorUID = m.UID
 		return true
 	})
 	before, count := instances(t, a)
@@ -427,12 +435,12 @@ syncFrequency: 10s
 		if !nodeReady(c, a.node) {
 			return false
 		}
-		for _, n := range []string{"cfg", "pinned", "crash"} {
+		for _, n := range append([]string{"cfg", "pinned", "crash", "plain1", "plain2"}, statics...) {
 			if st := a.status(n); st == nil || st.Status.Phase != v1.PodRunning {
 				return false
 			}
 		}
-		return a.status("static") != nil
+		return true
 	})
 	after, afterCount := instances(t, a)
 	for key, b := range before {
@@ -446,8 +454,24 @@ syncFrequency: 10s
 	if got := apiPod(c, t, "default", crash.Name); got == nil || got.Status.ContainerStatuses[0].RestartCount != 1 {
 		t.Errorf("crash's restart count in the API after the takeover: %+v", got)
 	}
-	if m := apiPod(c, t, "default", mirrorName); m == nil || m.UID != mirrorUID {
-		t.Errorf("the static pod's mirror pod was not kept (%v)", m)
+	for name, uid := range mirrorUIDs {
+		if m := apiPod(c, t, "default", name); m == nil || m.UID != uid {
+			t.Errorf("the mirror pod %s was not kept (%v)", name, m)
+		}
+	}
+	// kubectl logs, through the API server and nodeagent's node server,
+	// for every pod (the static ones by their mirror pods).
+	var logged []string
+	for _, p := range apiPods {
+		logged = append(logged, p.Name)
+	}
+	for name := range mirrorUIDs {
+		logged = append(logged, name)
+	}
+	for _, name := range logged {
+		if _, err := c.Admin.CoreV1().Pods("default").GetLogs(name, &v1.PodLogOptions{}).DoRaw(ctx); err != nil {
+			t.Errorf("kubectl logs %s under nodeagent: %v", name, err)
+		}
 	}
 	if got := cpusetOf(t, after[pinnedKey].id); got != pinnedSet {
 		t.Errorf("the pinned container's cpuset is %q under nodeagent, was %q", got, pinnedSet)
@@ -489,7 +513,7 @@ syncFrequency: 10s
 				}
 			}
 		}
-		return running == 4
+		return running == len(apiPods)+len(statics)
 	})
 	back, _ := instances(t, a)
 	for key, r := range after {
