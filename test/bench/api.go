@@ -80,8 +80,12 @@ func apiPath(ctx context.Context) {
 			c0, _ := procStat(a.cmd.Process.Pid)
 			time.Sleep(*idle)
 			c1, rss := procStat(a.cmd.Process.Pid)
-			fmt.Printf("  steady state, API mode, %d pods, %v: CPU %.2f s (%.2f%% of a core), RSS %.1f MiB\n",
-				n, *idle, (c1 - c0).Seconds(), 100*(c1-c0).Seconds()/idle.Seconds(), float64(rss)/1024)
+			fmt.Printf("  steady state, API mode, %d pods, %v: CPU %.2f s (%.2f%% of a core), RSS %.1f MiB (%s)\n",
+				n, *idle, (c1 - c0).Seconds(), 100*(c1-c0).Seconds()/idle.Seconds(), float64(rss)/1024, rssParts(a.cmd.Process.Pid))
+			if path := os.Getenv("NODEAGENT_BENCH_SMAPS"); path != "" {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", a.cmd.Process.Pid))
+				os.WriteFile(path, b, 0o644)
+			}
 		}
 		t0 = time.Now()
 		for name := range names {

@@ -437,6 +437,20 @@ func procStat(pid int) (cpu time.Duration, rssKiB int) {
 	return cpu, rssKiB
 }
 
+// rssParts is the process's RSS by kind (RssAnon, RssFile: pages of the
+// binary and files it maps), for the reports.
+func rssParts(pid int) string {
+	s, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib := map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(string(s)))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && (f[0] == "RssAnon:" || f[0] == "RssFile:") {
+			kib[f[0]], _ = strconv.Atoi(f[1])
+		}
+	}
+	return fmt.Sprintf("anonymous %.1f MiB, file-backed %.1f MiB", float64(kib["RssAnon:"])/1024, float64(kib["RssFile:"])/1024)
+}
+
 func steady(ctx context.Context) {
 	const n = 30
 	for _, evented := range []bool{true, false} {
