@@ -105,6 +105,9 @@ func (a *agent) close() {
 		a.probes.Stop()
 	}
 	a.api.Stop()
+	if a.vols != nil {
+		a.vols.Close()
+	}
 	if a.conn != nil {
 		a.conn.Close()
 	}

@@ -51,6 +51,11 @@ type Manager struct {
 	owned  map[types.UID]map[string]bool        // volumes given to their pod's fsGroup
 
 	unpublishing map[types.UID]bool // gone pods whose CSI volumes are being unpublished
+
+	// The background unpublishes: ended and waited for by Close.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 }
 
 // New validates cfg and returns a Manager.
@@ -62,11 +67,23 @@ func New(cfg Config) (*Manager, error) {
 	// kernel sees it (symlinks resolved), so that mounts beneath it are
 	// recognised as such.
 	cfg.RootDir = volume.Canonical(cfg.RootDir)
-	return &Manager{
+	m := &Manager{
 		cfg:  cfg,
 		log:  cfg.Logger.Named("podvolumes"),
 		node: downward.Node{IP: cfg.NodeIP, RootDir: cfg.RootDir},
-	}, nil
+	}
+	m.bgCtx, m.bgCancel = context.WithCancel(context.Background())
+	return m, nil
+}
+
+// Close ends the unpublishes in flight (a CSI call cancelled leaves its
+// volume recorded: the next start unpublishes it) and waits for them;
+// none starts after it.
+func (m *Manager) Close() {
+	m.cmu.Lock()
+	m.bgCancel()
+	m.cmu.Unlock()
+	m.bg.Wait()
 }
 
 // Dir is a pod's directory, <RootDir>/pods/<uid>; always directly
@@ -121,7 +138,7 @@ func (m *Manager) Cleanup(active map[pod.UID]bool) {
 // subPath binds) and removed, as the kubelet tears down a terminated
 // pod's volumes — keeping the rest of its directory until the pod goes.
 func (m *Manager) Release(uid types.UID) error {
-	if err := m.unpublish(uid); err != nil {
+	if err := m.unpublish(context.Background(), uid); err != nil {
 		return fmt.Errorf("release volumes: %w", err)
 	}
 	m.cmu.Lock()
@@ -146,11 +163,11 @@ func (m *Manager) removeDir(dir string) {
 }
 
 // unpublish takes back the pod's CSI volumes (none without CSI).
-func (m *Manager) unpublish(uid types.UID) error {
+func (m *Manager) unpublish(ctx context.Context, uid types.UID) error {
 	if m.cfg.CSI == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	return m.cfg.CSI.Unpublish(ctx, uid)
 }
@@ -160,7 +177,7 @@ func (m *Manager) unpublish(uid types.UID) error {
 // the next housekeeping.
 func (m *Manager) unpublishAsync(uid types.UID) {
 	m.cmu.Lock()
-	if m.unpublishing[uid] {
+	if m.unpublishing[uid] || m.bgCtx.Err() != nil {
 		m.cmu.Unlock()
 		return
 	}
@@ -168,14 +185,16 @@ func (m *Manager) unpublishAsync(uid types.UID) {
 		m.unpublishing = map[types.UID]bool{}
 	}
 	m.unpublishing[uid] = true
+	m.bg.Add(1) // under cmu: never after Close's Wait began
 	m.cmu.Unlock()
 	go func() {
+		defer m.bg.Done()
 		defer func() {
 			m.cmu.Lock()
 			delete(m.unpublishing, uid)
 			m.cmu.Unlock()
 		}()
-		if err := m.unpublish(uid); err != nil {
+		if err := m.unpublish(m.bgCtx, uid); err != nil {
 			m.log.Warn("unpublish CSI volumes of a gone pod; retrying at the next housekeeping", zap.String("podUID", string(uid)), zap.Error(err))
 		}
 	}()

@@ -19,7 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -445,5 +447,64 @@ func TestImageVolumeMounts(t *testing.T) {
 				t.Errorf("Mounts() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// blockingCSI is a CSI driver whose Unpublish waits for its context: a
+// driver that takes its time.
+type blockingCSI struct {
+	pods    []types.UID
+	started chan types.UID
+	ended   chan error
+}
+
+func (c *blockingCSI) Publish(context.Context, *v1.Pod, *v1.PersistentVolume, bool) (string, error) {
+	return "", errors.New("not used")
+}
+func (c *blockingCSI) PublishInline(context.Context, *v1.Pod, *v1.Volume) (string, error) {
+	return "", errors.New("not used")
+}
+func (c *blockingCSI) VolumeStats(context.Context, types.UID, string) (*statsapi.FsStats, bool, error) {
+	return nil, false, nil
+}
+func (c *blockingCSI) Pods() []types.UID { return c.pods }
+func (c *blockingCSI) Unpublish(ctx context.Context, uid types.UID) error {
+	c.started <- uid
+	<-ctx.Done()
+	c.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// A gone pod's CSI volumes are unpublished in the background; Close
+// cancels that unpublish, waits for it, and none starts after it.
+func TestCloseEndsBackgroundUnpublishes(t *testing.T) {
+	csi := &blockingCSI{pods: []types.UID{"gone"}, started: make(chan types.UID, 1), ended: make(chan error, 1)}
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "pods", "gone"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := podvolumes.New(podvolumes.Config{RootDir: root, CSI: csi,
+		Clock: testclock.NewFakeClock(time.Unix(1_700_000_000, 0)), Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Cleanup(map[pod.UID]bool{})
+	if uid := <-csi.started; uid != "gone" {
+		t.Fatalf("unpublished %s, want the gone pod", uid)
+	}
+	m.Close() // returns only once the unpublish ended
+	select {
+	case err := <-csi.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the unpublish ended with %v, want its context cancelled", err)
+		}
+	default:
+		t.Fatal("Close returned before the unpublish in flight ended")
+	}
+	m.Cleanup(map[pod.UID]bool{})
+	select {
+	case uid := <-csi.started:
+		t.Errorf("an unpublish of %s started after Close", uid)
+	default:
 	}
 }
