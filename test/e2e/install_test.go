@@ -40,7 +40,7 @@ func TestMakeInstall(t *testing.T) {
 		"usr/local/share/doc/nodeagent/README.md": 0o644,
 		"etc/kubernetes/manifests":                os.ModeDir | 0o755,
 		"var/log/pods":                            os.ModeDir | 0o755,
-		"var/lib/nodeagent":                       os.ModeDir | 0o700,
+		"var/lib/kubelet":                         os.ModeDir | 0o700,
 	} {
 		if got := mode(p); got != want {
 			t.Errorf("%s: mode %v, want %v", p, got, want)
@@ -70,7 +70,7 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("%s left after uninstall", p)
 		}
 	}
-	for _, p := range []string{"etc/nodeagent/config.yaml", "var/lib/nodeagent"} {
+	for _, p := range []string{"etc/nodeagent/config.yaml", "var/lib/kubelet"} {
 		if _, err := os.Stat(filepath.Join(dest, p)); err != nil {
 			t.Errorf("%s removed by uninstall: %v", p, err)
 		}
