@@ -132,7 +132,7 @@ func TestReservedCPUs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &env{updater: &fakeUpdater{}}
-			cfg := Config{Policy: PolicyStatic, SysfsRoot: tt.m.sysfs(t), StateDir: t.TempDir(), Updater: e.updater, Pods: e.specs,
+			cfg := Config{Policy: PolicyStatic, SysfsRoot: tt.m.sysfs(t), StateDir: t.TempDir(), Updater: e.updater, Pods: &fakeSpecs{},
 				Clock: newEnv(t, oneSocketTwoCores).clock, Logger: newEnv(t, oneSocketTwoCores).cfg.Logger}
 			tt.cfg(&cfg)
 			m, err := New(cfg)
