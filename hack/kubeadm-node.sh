@@ -4,8 +4,15 @@
 # control plane listen where it listens.
 #
 #   hack/kubeadm-node.sh up DIR          set it up; prints `export` lines
+#   hack/kubeadm-node.sh up DIR2 --join DIR
+#                                        a second node, for kubeadm join:
+#                                        the veth pair's other end (vb,
+#                                        10.201.0.2) moves into its own
+#                                        network namespace, so the two
+#                                        nodes reach each other over it
 #   hack/kubeadm-node.sh exec DIR CMD…   run CMD inside the node
-#   hack/kubeadm-node.sh down DIR        take it all down (idempotent)
+#   hack/kubeadm-node.sh down DIR        take it all down (idempotent;
+#                                        the second node first)
 #
 # The node is
 # - a network namespace: lo, and a veth pair whose two ends stay inside it
@@ -42,6 +49,19 @@ DIR="${2:-}"
 [ -n "$DIR" ] && [ "${DIR#/}" != "$DIR" ] || die "usage: $0 up|exec|down /absolute/dir"
 HOLDER_PID="$DIR/holder.pid"
 CREATED="$DIR/created-mountpoints"
+JOIN_OF=""
+# a second node's names (written by up, read by exec and down)
+second_node() {
+	NETNS=nodeagent-kubeadm-2
+	NODE_RIG=/var/lib/nodeagent-rig-kubeadm2
+	NODE_IP=10.201.0.2
+}
+if [ "${1:-}" = up ] && [ "${3:-}" = --join ]; then
+	JOIN_OF="${4:?--join DIR: the directory of the first node}"
+	second_node
+elif [ -f "$DIR/second-node" ]; then
+	second_node
+fi
 
 # holder prints the pid of the process that holds the mount namespace.
 holder() {
@@ -71,12 +91,21 @@ cmd_up() {
 	ip netns add "$NETNS"
 	local ns=(nsenter "--net=/run/netns/$NETNS")
 	"${ns[@]}" ip link set lo up
-	"${ns[@]}" ip link add va type veth peer name vb
-	"${ns[@]}" ip addr add "$NODE_IP/24" dev va
-	"${ns[@]}" ip addr add 10.201.0.2/24 dev vb
-	"${ns[@]}" ip link set va up
-	"${ns[@]}" ip link set vb up
-	"${ns[@]}" ip route add default dev va
+	if [ -n "$JOIN_OF" ]; then
+		touch "$DIR/second-node"
+		# vb leaves the first node for this one: the two are linked
+		nsenter --net=/run/netns/nodeagent-kubeadm ip link set vb netns "$NETNS"
+		"${ns[@]}" ip addr add "$NODE_IP/24" dev vb
+		"${ns[@]}" ip link set vb up
+		"${ns[@]}" ip route add default dev vb
+	else
+		"${ns[@]}" ip link add va type veth peer name vb
+		"${ns[@]}" ip addr add "$NODE_IP/24" dev va
+		"${ns[@]}" ip addr add 10.201.0.2/24 dev vb
+		"${ns[@]}" ip link set va up
+		"${ns[@]}" ip link set vb up
+		"${ns[@]}" ip route add default dev va
+	fi
 
 	# the mount points the private namespace binds over
 	: >"$CREATED"
@@ -110,6 +139,14 @@ cmd_up() {
 	log "its rig in $NODE_RIG"
 	in_node env NODEAGENT_RIG_DIR="$NODE_RIG" RIG_CONTAINERD=v2 bash "$HERE/rig.sh" up >"$DIR/rig.env"
 
+	if [ -n "$JOIN_OF" ]; then
+		cat <<EOF
+export KUBEADM_NODE_PID='$(holder)'
+export KUBEADM_NODE_IP='$NODE_IP'
+export KUBEADM_CRI_SOCKET='unix://$NODE_RIG/containerd.sock'
+EOF
+		return 0
+	fi
 	log "control-plane images"
 	bash "$HERE/images/controlplane.sh" "$CACHE/images/controlplane" "$CACHE/bin" "$K8S_VERSION" "$ETCD_TAG"
 	printf '{"default":[{"type":"insecureAcceptAnything"}]}\n' >"$DIR/policy.json"
@@ -152,7 +189,7 @@ cmd_down() {
 			sleep 0.1
 		done
 	fi
-	rm -f "$HOLDER_PID"
+	rm -f "$HOLDER_PID" "$DIR/second-node"
 	if ip netns list | grep -qw "$NETNS"; then
 		ip netns del "$NETNS" && log "network namespace $NETNS deleted"
 	fi

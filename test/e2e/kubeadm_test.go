@@ -36,7 +36,9 @@ type kubeadmNode struct {
 	env    map[string]string
 }
 
-func newKubeadmNode(t *testing.T) *kubeadmNode {
+// newKubeadmNode sets a node up; upArgs are more of `up`'s arguments
+// (--join DIR for a second node).
+func newKubeadmNode(t *testing.T, upArgs ...string) *kubeadmNode {
 	t.Helper()
 	script, err := filepath.Abs("../../hack/kubeadm-node.sh")
 	if err != nil {
@@ -48,7 +50,7 @@ func newKubeadmNode(t *testing.T) *kubeadmNode {
 			t.Errorf("hack/kubeadm-node.sh down: %v\n%s", err, out)
 		}
 	})
-	cmd := exec.Command("bash", script, "up", n.dir)
+	cmd := exec.Command("bash", append([]string{script, "up", n.dir}, upArgs...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -245,28 +247,9 @@ cgroupRoot: %[7]s
 	}
 	args := kubeadmExecStart(t, flagsEnv, "")
 	agentOut := &syncBuffer{}
-	startAgent := func() *exec.Cmd {
-		cmd := n.command(binary, args...)
-		cmd.Stdout, cmd.Stderr = agentOut, agentOut
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-	stopAgent := func(cmd *exec.Cmd) {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
-	agentCmd := startAgent()
+	agentCmd := n.startAgent(args, agentOut)
 	t.Cleanup(func() {
-		stopAgent(agentCmd)
+		stopProcess(agentCmd)
 		if t.Failed() {
 			log := fmt.Sprintf("/tmp/nodeagent-e2e-agent-%s.log", name)
 			os.WriteFile(log, []byte(agentOut.String()), 0o644)
@@ -401,10 +384,10 @@ cgroupRoot: %[7]s
 	// kubelet-finalize restarts the kubelet (systemd's part again): on
 	// the rewritten kubelet.conf, the Lease is renewed, the node stays
 	// Ready, no control-plane container restarts.
-	stopAgent(agentCmd)
+	stopProcess(agentCmd)
 	restarted := time.Now()
 	agentOut = &syncBuffer{}
-	agentCmd = startAgent()
+	agentCmd = n.startAgent(args, agentOut)
 	eventually(t, 60*time.Second, "the Lease renewed by the restarted nodeagent", func() bool {
 		var lease coordinationv1.Lease
 		if err := n.kubectl(&lease, "get", "lease", "-n", "kube-node-lease", name); err != nil || lease.Spec.RenewTime == nil {
@@ -424,6 +407,132 @@ cgroupRoot: %[7]s
 	}
 	if strings.Contains(agentOut.String(), "Unauthorized") {
 		t.Errorf("the restarted nodeagent was refused by the API server:\n%s", tail(agentOut.String(), 30))
+	}
+
+	kubeadmJoin(t, n)
+}
+
+// kubeadmJoin: a second node joins first's cluster with `kubeadm join`
+// (the join command `kubeadm token create --print-join-command` gives),
+// nodeagent as its kubelet started from the drop-in's command line, its
+// own cgroup root given as KUBELET_EXTRA_ARGS (the cluster's
+// KubeletConfiguration names the first node's): the TLS bootstrap with
+// kubeadm's bootstrap token, the CSR approved by the controller-manager
+// as kubeadm set it up, kubelet.conf written by nodeagent on the
+// certificate store, the node Ready in the cluster.
+func kubeadmJoin(t *testing.T, first *kubeadmNode) {
+	b := make([]byte, 3)
+	rand.Read(b)
+	name := "kubeadm-" + hex.EncodeToString(b)
+	cg := &agent{t: t, node: name}
+	t.Cleanup(cg.removeCgroups)
+	n := newKubeadmNode(t, "--join", first.dir)
+	out, err := first.command(rigBinary(t, "kubeadm"), "token", "create", "--print-join-command",
+		"--kubeconfig", "/etc/kubernetes/admin.conf").Output()
+	if err != nil {
+		t.Fatalf("kubeadm token create: %v", err)
+	}
+	join := strings.Fields(strings.TrimSpace(string(out)))
+	if len(join) < 3 || join[0] != "kubeadm" || join[1] != "join" {
+		t.Fatalf("join command %q", out)
+	}
+	kubeadm := n.command(rigBinary(t, "kubeadm"), append(join[1:], "--node-name", name,
+		"--cri-socket", n.env["KUBEADM_CRI_SOCKET"], "--ignore-preflight-errors=all")...)
+	joinOut := &syncBuffer{}
+	kubeadm.Stdout, kubeadm.Stderr = joinOut, joinOut
+	if err := kubeadm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	joinDone := make(chan error, 1)
+	go func() { joinDone <- kubeadm.Wait() }()
+	t.Cleanup(func() {
+		kubeadm.Process.Kill()
+		<-joinDone
+		if t.Failed() {
+			t.Logf("---- kubeadm join ----\n%s", tail(joinOut.String(), 40))
+		}
+	})
+	flagsEnv := n.path("/var/lib/kubelet/kubeadm-flags.env")
+	eventually(t, 2*time.Minute, "kubeadm join's kubelet-start phase (bootstrap-kubelet.conf, kubeadm-flags.env, config.yaml)", func() bool {
+		select {
+		case err := <-joinDone:
+			joinDone <- err
+			t.Fatalf("kubeadm join ended before kubelet-start: %v", err)
+		default:
+		}
+		for _, p := range []string{flagsEnv, n.path("/var/lib/kubelet/config.yaml"), n.path("/etc/kubernetes/bootstrap-kubelet.conf")} {
+			if _, err := os.Stat(p); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	agentOut := &syncBuffer{}
+	agentCmd := n.startAgent(kubeadmExecStart(t, flagsEnv, "--cgroup-root="+cg.cgroupRoot()), agentOut)
+	t.Cleanup(func() {
+		stopProcess(agentCmd)
+		if t.Failed() {
+			t.Logf("---- nodeagent on the joined node ----\n%s", tail(agentOut.String(), 60))
+		}
+	})
+	select {
+	case err := <-joinDone:
+		joinDone <- err
+		if err != nil {
+			t.Fatalf("kubeadm join failed: %v", err)
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("kubeadm join did not finish within 5 minutes")
+	}
+	if !strings.Contains(joinOut.String(), "This node has joined the cluster") {
+		t.Fatalf("kubeadm join ended without success:\n%s", tail(joinOut.String(), 30))
+	}
+	const pemPath = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+	kc, err := clientcmd.LoadFromFile(n.path("/etc/kubernetes/kubelet.conf"))
+	if err != nil {
+		t.Fatalf("the joined node's kubelet.conf (written by nodeagent after the TLS bootstrap): %v", err)
+	}
+	if user := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]; user == nil || user.ClientCertificate != pemPath {
+		t.Errorf("the joined node's kubelet.conf does not name %s: %+v", pemPath, user)
+	}
+	if cert := n.pemCertificate(pemPath); cert == nil || cert.Subject.CommonName != "system:node:"+name {
+		t.Errorf("the joined node's certificate: %v", cert)
+	}
+	eventually(t, 60*time.Second, "the joined node Ready in the cluster", func() bool {
+		var node v1.Node
+		if err := first.kubectl(&node, "get", "node", name); err != nil {
+			return false
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue
+			}
+		}
+		return false
+	})
+}
+
+// startAgent starts nodeagent in the node with args, its output to out.
+func (n *kubeadmNode) startAgent(args []string, out *syncBuffer) *exec.Cmd {
+	n.t.Helper()
+	cmd := n.command(binary, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	return cmd
+}
+
+// stopProcess ends cmd with SIGTERM, SIGKILL after 30 s.
+func stopProcess(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
 	}
 }
 
