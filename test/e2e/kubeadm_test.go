@@ -26,6 +26,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// kubeletClientPEM is the kubelet's certificate store's current
+// certificate, which kubelet-finalize points kubelet.conf at.
+const kubeletClientPEM = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+
 // kubeadmNode is hack/kubeadm-node.sh's node: its own network and mount
 // namespaces, where /etc/kubernetes, /var/lib/kubelet, … are directories
 // under dir, with a rig (registry, containerd) of its own.
@@ -210,37 +214,13 @@ cgroupRoot: %[7]s
 
 	// kubeadm init; preflight errors are warnings (no systemd, cgroup v1,
 	// no kubelet binary to ask its version).
-	kubeadm := n.command(rigBinary(t, "kubeadm"), "init", "--config", cfg, "--ignore-preflight-errors=all",
+	kinit := n.kubeadm("init", "init", "--config", cfg, "--ignore-preflight-errors=all",
 		"--skip-phases=addon/kube-proxy,addon/coredns")
-	kubeadmOut := &syncBuffer{}
-	kubeadm.Stdout, kubeadm.Stderr = kubeadmOut, kubeadmOut
-	if err := kubeadm.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kubeadmDone := make(chan error, 1)
-	go func() { kubeadmDone <- kubeadm.Wait() }()
-	t.Cleanup(func() {
-		kubeadm.Process.Kill()
-		<-kubeadmDone
-		if t.Failed() {
-			t.Logf("---- kubeadm init ----\n%s", tail(kubeadmOut.String(), 60))
-		}
-	})
 
 	// systemd's part: kubelet-start writes the flags and the config, then
 	// asks systemd to start the kubelet.
 	flagsEnv := n.path("/var/lib/kubelet/kubeadm-flags.env")
-	eventually(t, 2*time.Minute, "kubeadm's kubelet-start phase (kubeadm-flags.env, config.yaml)", func() bool {
-		select {
-		case err := <-kubeadmDone:
-			kubeadmDone <- err
-			t.Fatalf("kubeadm init ended before kubelet-start: %v", err)
-		default:
-		}
-		_, errFlags := os.Stat(flagsEnv)
-		_, errConfig := os.Stat(n.path("/var/lib/kubelet/config.yaml"))
-		return errFlags == nil && errConfig == nil
-	})
+	kinit.waitForFiles(flagsEnv, n.path("/var/lib/kubelet/config.yaml"))
 	embedded := kubeconfigCertificate(t, n.path("/etc/kubernetes/kubelet.conf"))
 	if embedded == nil {
 		t.Fatal("kubeadm's kubelet.conf has no embedded client certificate")
@@ -257,20 +237,9 @@ cgroupRoot: %[7]s
 		}
 	})
 
-	select {
-	case err := <-kubeadmDone:
-		kubeadmDone <- err
-		if err != nil {
-			t.Fatalf("kubeadm init failed: %v", err)
-		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("kubeadm init did not finish within 5 minutes")
-	}
-	if !strings.Contains(kubeadmOut.String(), "Your Kubernetes control-plane has initialized successfully!") {
-		t.Fatalf("kubeadm init ended without success:\n%s", tail(kubeadmOut.String(), 30))
-	}
+	kinit.succeed("Your Kubernetes control-plane has initialized successfully!")
 	for _, phase := range []string{"[wait-control-plane]", "[mark-control-plane]", "[kubelet-finalize] Updating"} {
-		if !strings.Contains(kubeadmOut.String(), phase) {
+		if !strings.Contains(kinit.out.String(), phase) {
 			t.Errorf("kubeadm init did not run %s", phase)
 		}
 	}
@@ -280,14 +249,13 @@ cgroupRoot: %[7]s
 
 	// kubelet-finalize: kubelet.conf names the certificate store, whose
 	// certificate is the node's, renewed through a CSR.
-	const pemPath = "/var/lib/kubelet/pki/kubelet-client-current.pem"
 	kc, err := clientcmd.LoadFromFile(n.path("/etc/kubernetes/kubelet.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	user := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
-	if user.ClientCertificate != pemPath || user.ClientKey != pemPath || len(user.ClientCertificateData) != 0 {
-		t.Fatalf("kubelet.conf after kubelet-finalize: certificate %q, key %q, embedded %d bytes; want %s", user.ClientCertificate, user.ClientKey, len(user.ClientCertificateData), pemPath)
+	if user.ClientCertificate != kubeletClientPEM || user.ClientKey != kubeletClientPEM || len(user.ClientCertificateData) != 0 {
+		t.Fatalf("kubelet.conf after kubelet-finalize: certificate %q, key %q, embedded %d bytes; want %s", user.ClientCertificate, user.ClientKey, len(user.ClientCertificateData), kubeletClientPEM)
 	}
 	// nodeagent asked for a new certificate at once (as the kubelet: the
 	// copied one is a bootstrap certificate). The controller-manager's
@@ -306,7 +274,7 @@ cgroupRoot: %[7]s
 				n.command(rigBinary(t, "kubectl"), "--kubeconfig", "/etc/kubernetes/admin.conf", "certificate", "approve", csr.Name).Run()
 			}
 		}
-		cert := n.pemCertificate(pemPath)
+		cert := n.pemCertificate(kubeletClientPEM)
 		return cert != nil && !cert.Equal(embedded) && cert.Subject.CommonName == "system:node:"+name
 	})
 
@@ -436,37 +404,10 @@ func kubeadmJoin(t *testing.T, first *kubeadmNode) {
 	if len(join) < 3 || join[0] != "kubeadm" || join[1] != "join" {
 		t.Fatalf("join command %q", out)
 	}
-	kubeadm := n.command(rigBinary(t, "kubeadm"), append(join[1:], "--node-name", name,
+	joining := n.kubeadm("join", append(join[1:], "--node-name", name,
 		"--cri-socket", n.env["KUBEADM_CRI_SOCKET"], "--ignore-preflight-errors=all")...)
-	joinOut := &syncBuffer{}
-	kubeadm.Stdout, kubeadm.Stderr = joinOut, joinOut
-	if err := kubeadm.Start(); err != nil {
-		t.Fatal(err)
-	}
-	joinDone := make(chan error, 1)
-	go func() { joinDone <- kubeadm.Wait() }()
-	t.Cleanup(func() {
-		kubeadm.Process.Kill()
-		<-joinDone
-		if t.Failed() {
-			t.Logf("---- kubeadm join ----\n%s", tail(joinOut.String(), 40))
-		}
-	})
 	flagsEnv := n.path("/var/lib/kubelet/kubeadm-flags.env")
-	eventually(t, 2*time.Minute, "kubeadm join's kubelet-start phase (bootstrap-kubelet.conf, kubeadm-flags.env, config.yaml)", func() bool {
-		select {
-		case err := <-joinDone:
-			joinDone <- err
-			t.Fatalf("kubeadm join ended before kubelet-start: %v", err)
-		default:
-		}
-		for _, p := range []string{flagsEnv, n.path("/var/lib/kubelet/config.yaml"), n.path("/etc/kubernetes/bootstrap-kubelet.conf")} {
-			if _, err := os.Stat(p); err != nil {
-				return false
-			}
-		}
-		return true
-	})
+	joining.waitForFiles(flagsEnv, n.path("/var/lib/kubelet/config.yaml"), n.path("/etc/kubernetes/bootstrap-kubelet.conf"))
 	agentOut := &syncBuffer{}
 	agentCmd := n.startAgent(kubeadmExecStart(t, flagsEnv, "--cgroup-root="+cg.cgroupRoot()), agentOut)
 	t.Cleanup(func() {
@@ -475,27 +416,15 @@ func kubeadmJoin(t *testing.T, first *kubeadmNode) {
 			t.Logf("---- nodeagent on the joined node ----\n%s", tail(agentOut.String(), 60))
 		}
 	})
-	select {
-	case err := <-joinDone:
-		joinDone <- err
-		if err != nil {
-			t.Fatalf("kubeadm join failed: %v", err)
-		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("kubeadm join did not finish within 5 minutes")
-	}
-	if !strings.Contains(joinOut.String(), "This node has joined the cluster") {
-		t.Fatalf("kubeadm join ended without success:\n%s", tail(joinOut.String(), 30))
-	}
-	const pemPath = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+	joining.succeed("This node has joined the cluster")
 	kc, err := clientcmd.LoadFromFile(n.path("/etc/kubernetes/kubelet.conf"))
 	if err != nil {
 		t.Fatalf("the joined node's kubelet.conf (written by nodeagent after the TLS bootstrap): %v", err)
 	}
-	if user := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]; user == nil || user.ClientCertificate != pemPath {
-		t.Errorf("the joined node's kubelet.conf does not name %s: %+v", pemPath, user)
+	if user := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]; user == nil || user.ClientCertificate != kubeletClientPEM {
+		t.Errorf("the joined node's kubelet.conf does not name %s: %+v", kubeletClientPEM, user)
 	}
-	if cert := n.pemCertificate(pemPath); cert == nil || cert.Subject.CommonName != "system:node:"+name {
+	if cert := n.pemCertificate(kubeletClientPEM); cert == nil || cert.Subject.CommonName != "system:node:"+name {
 		t.Errorf("the joined node's certificate: %v", cert)
 	}
 	eventually(t, 60*time.Second, "the joined node Ready in the cluster", func() bool {
@@ -510,6 +439,72 @@ func kubeadmJoin(t *testing.T, first *kubeadmNode) {
 		}
 		return false
 	})
+}
+
+// kubeadmProc is a kubeadm command running in a node.
+type kubeadmProc struct {
+	t    *testing.T
+	what string
+	out  *syncBuffer
+	done chan error
+}
+
+// kubeadm starts `kubeadm args…` in the node; what names it in the
+// test's log (its output is shown when the test fails).
+func (n *kubeadmNode) kubeadm(what string, args ...string) *kubeadmProc {
+	n.t.Helper()
+	cmd := n.command(rigBinary(n.t, "kubeadm"), args...)
+	p := &kubeadmProc{t: n.t, what: what, out: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	n.t.Cleanup(func() {
+		cmd.Process.Kill()
+		p.done <- <-p.done // ended (by now, if not before)
+		if n.t.Failed() {
+			n.t.Logf("---- kubeadm %s ----\n%s", what, tail(p.out.String(), 60))
+		}
+	})
+	return p
+}
+
+// waitForFiles waits until the files exist — kubelet-start wrote them and
+// asks systemd for the kubelet — failing when kubeadm ends first.
+func (p *kubeadmProc) waitForFiles(paths ...string) {
+	p.t.Helper()
+	eventually(p.t, 2*time.Minute, "kubeadm "+p.what+"'s kubelet-start phase ("+strings.Join(paths, ", ")+")", func() bool {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			p.t.Fatalf("kubeadm %s ended before kubelet-start: %v", p.what, err)
+		default:
+		}
+		for _, path := range paths {
+			if _, err := os.Stat(path); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// succeed waits for kubeadm to end well, saying success.
+func (p *kubeadmProc) succeed(success string) {
+	p.t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			p.t.Fatalf("kubeadm %s failed: %v", p.what, err)
+		}
+	case <-time.After(5 * time.Minute):
+		p.t.Fatalf("kubeadm %s did not finish within 5 minutes", p.what)
+	}
+	if !strings.Contains(p.out.String(), success) {
+		p.t.Fatalf("kubeadm %s ended without success:\n%s", p.what, tail(p.out.String(), 30))
+	}
 }
 
 // startAgent starts nodeagent in the node with args, its output to out.
