@@ -19,6 +19,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -122,6 +123,23 @@ func serveNode(t *testing.T, f *fakeNode) string {
 	go s.Serve(ln)
 	t.Cleanup(s.Stop)
 	return sock
+}
+
+// registered is a Manager of node n1 with driver d.test (a fakeNode)
+// registered; objs are more API objects beside the Node.
+func registered(t *testing.T, objs ...runtime.Object) (*Manager, *fakeNode, *fake.Clientset) {
+	t.Helper()
+	cs := fake.NewClientset(append([]runtime.Object{&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, objs...)...)
+	f := &fakeNode{}
+	sock := serveNode(t, f)
+	m, err := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterDriver(context.Background(), "d.test", sock); err != nil {
+		t.Fatal(err)
+	}
+	return m, f, cs
 }
 
 func csiPV(name, handle string) *v1.PersistentVolume {
@@ -233,14 +251,8 @@ func TestRegisterPublishUnpublish(t *testing.T) {
 // for its VolumeAttachment, and is published with its metadata once
 // attached.
 func TestPublishWaitsForAttachment(t *testing.T) {
-	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	f := &fakeNode{}
-	sock := serveNode(t, f)
-	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	m, f, cs := registered(t)
 	ctx := context.Background()
-	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false); err == nil || !strings.Contains(err.Error(), "volume attachment csi-") {
 		t.Fatalf("publish without an attachment: %v", err)
 	}
@@ -263,15 +275,8 @@ func TestPublishWaitsForAttachment(t *testing.T) {
 // An inline ephemeral volume is published, never staged, with the
 // kubelet's handle, only for a driver whose CSIDriver allows it.
 func TestPublishInline(t *testing.T) {
-	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
-	f := &fakeNode{}
-	sock := serveNode(t, f)
-	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	m, f, cs := registered(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
 	ctx := context.Background()
-	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
-		t.Fatal(err)
-	}
 	v := &v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "d.test"}}}
 	if _, err := m.PublishInline(ctx, pod("u1"), v); err == nil || !strings.Contains(err.Error(), `volume mode "Ephemeral" not supported by driver d.test`) {
 		t.Fatalf("inline volume of a persistent-only driver: %v", err)
@@ -298,15 +303,8 @@ func TestPublishInline(t *testing.T) {
 // vol_data.json) is published again, and staged again when its staging
 // went too.
 func TestRepublishWhenMountWent(t *testing.T) {
-	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
-		&storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
-	f := &fakeNode{}
-	sock := serveNode(t, f)
-	m, _ := New(Config{RootDir: testRoot(t), NodeName: "n1", Client: cs, Logger: zaptest.NewLogger(t)})
+	m, f, _ := registered(t, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: "d.test"}, Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}})
 	ctx := context.Background()
-	if err := m.RegisterDriver(ctx, "d.test", sock); err != nil {
-		t.Fatal(err)
-	}
 	target, err := m.Publish(ctx, pod("u1"), csiPV("pv", "h"), false)
 	if err != nil {
 		t.Fatal(err)

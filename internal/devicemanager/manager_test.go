@@ -147,6 +147,17 @@ func (r *rig) register(t *testing.T, req *pluginapi.RegisterRequest) error {
 	return err
 }
 
+// plug serves p on <dir>/fake.sock, registers it for res and waits for
+// the manager to take its devices.
+func (r *rig) plug(t *testing.T, dir string, p *fakePlugin) {
+	t.Helper()
+	p.serve(t, dir, "fake.sock")
+	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitChange(t)
+}
+
 func (r *rig) waitChange(t *testing.T) {
 	t.Helper()
 	select {
@@ -192,11 +203,7 @@ func TestRegisterAllocateAndConfig(t *testing.T) {
 	dir := t.TempDir()
 	r := newRig(t, dir)
 	p := &fakePlugin{devs: devs("d1", "d2", "d3"), opts: &pluginapi.DevicePluginOptions{PreStartRequired: true, GetPreferredAllocationAvailable: true}, preferred: []string{"d3"}}
-	p.serve(t, dir, "fake.sock")
-	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitChange(t)
+	r.plug(t, dir, p)
 	capacity, allocatable := r.m.Capacity()
 	if got := quantities(capacity); got[res] != 3 || quantities(allocatable)[res] != 3 {
 		t.Fatalf("capacity %v allocatable %v, want 3 and 3", got, quantities(allocatable))
@@ -274,11 +281,7 @@ func TestRestartKeepsAllocations(t *testing.T) {
 	dir := t.TempDir()
 	r := newRig(t, dir)
 	p := &fakePlugin{devs: devs("d1", "d2"), opts: &pluginapi.DevicePluginOptions{}}
-	p.serve(t, dir, "fake.sock")
-	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitChange(t)
+	r.plug(t, dir, p)
 	one := podAsking("p1", 2)
 	if err := r.m.Allocate(context.Background(), one); err != nil {
 		t.Fatal(err)
@@ -317,11 +320,7 @@ func TestPluginGone(t *testing.T) {
 	dir := t.TempDir()
 	r := newRig(t, dir)
 	p := &fakePlugin{devs: devs("d1"), opts: &pluginapi.DevicePluginOptions{}}
-	p.serve(t, dir, "fake.sock")
-	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitChange(t)
+	r.plug(t, dir, p)
 	p.srv.Stop()
 	r.waitChange(t)
 	capacity, allocatable := r.m.Capacity()
@@ -368,11 +367,7 @@ func TestAllocationFreesGonePods(t *testing.T) {
 	isGone := func(uid types.UID) bool { mu.Lock(); defer mu.Unlock(); return gone[uid] }
 	r := newRigGone(t, dir, isGone)
 	p := &fakePlugin{devs: devs("d1", "d2"), opts: &pluginapi.DevicePluginOptions{}}
-	p.serve(t, dir, "fake.sock")
-	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitChange(t)
+	r.plug(t, dir, p)
 	ctx := context.Background()
 	if err := r.m.Allocate(ctx, podAsking("old", 2)); err != nil {
 		t.Fatal(err)
@@ -409,11 +404,7 @@ func TestAllocationNotCheckpointedIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	r := newRig(t, dir)
 	p := &fakePlugin{devs: devs("d1"), opts: &pluginapi.DevicePluginOptions{}}
-	p.serve(t, dir, "fake.sock")
-	if err := r.register(t, &pluginapi.RegisterRequest{Version: pluginapi.Version, Endpoint: "fake.sock", ResourceName: res}); err != nil {
-		t.Fatal(err)
-	}
-	r.waitChange(t)
+	r.plug(t, dir, p)
 	// The checkpoint's path is a directory: the write fails.
 	os.Remove(filepath.Join(dir, checkpoint.FileName))
 	os.Mkdir(filepath.Join(dir, checkpoint.FileName), 0o755)

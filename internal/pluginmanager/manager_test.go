@@ -90,10 +90,7 @@ func TestRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	run(t, m)
 	if s := wait(t, early.status); !s.PluginRegistered {
 		t.Fatalf("early plugin: %+v", s)
 	}
@@ -137,10 +134,7 @@ func TestRegistrationRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	run(t, m)
 	if s := wait(t, p.status); s.PluginRegistered || s.Error != "not yet" {
 		t.Fatalf("first registration: %+v", s)
 	}
@@ -155,4 +149,12 @@ func TestRegistrationRetried(t *testing.T) {
 	if s := wait(t, p.status); !s.PluginRegistered {
 		t.Fatalf("second registration: %+v", s)
 	}
+}
+
+// run runs m until the test ends.
+func run(t *testing.T, m *Manager) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

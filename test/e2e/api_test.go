@@ -138,9 +138,11 @@ func createRunning(t *testing.T, c *cluster.Cluster, p *v1.Pod) *v1.Pod {
 
 func nodeReady(c *cluster.Cluster, name string) bool {
 	n, err := c.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
+	return err == nil && isReady(n)
+}
+
+// isReady reports whether n's Ready condition is True.
+func isReady(n *v1.Node) bool {
 	for _, cond := range n.Status.Conditions {
 		if cond.Type == v1.NodeReady {
 			return cond.Status == v1.ConditionTrue

@@ -280,18 +280,7 @@ cgroupRoot: %[7]s
 
 	checkNode := func() {
 		t.Helper()
-		var node v1.Node
-		eventually(t, 60*time.Second, "the node Ready", func() bool {
-			if err := n.kubectl(&node, "get", "node", name); err != nil {
-				return false
-			}
-			for _, c := range node.Status.Conditions {
-				if c.Type == v1.NodeReady {
-					return c.Status == v1.ConditionTrue
-				}
-			}
-			return false
-		})
+		node := n.waitReady("the node", name)
 		if _, ok := node.Labels["node-role.kubernetes.io/control-plane"]; !ok {
 			t.Errorf("node labels %v: no control-plane label", node.Labels)
 		}
@@ -427,18 +416,18 @@ func kubeadmJoin(t *testing.T, first *kubeadmNode) {
 	if cert := n.pemCertificate(kubeletClientPEM); cert == nil || cert.Subject.CommonName != "system:node:"+name {
 		t.Errorf("the joined node's certificate: %v", cert)
 	}
-	eventually(t, 60*time.Second, "the joined node Ready in the cluster", func() bool {
-		var node v1.Node
-		if err := first.kubectl(&node, "get", "node", name); err != nil {
-			return false
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == v1.NodeReady {
-				return c.Status == v1.ConditionTrue
-			}
-		}
-		return false
+	first.waitReady("the joined node", name)
+}
+
+// waitReady waits until the cluster's Node name is Ready, as the node's
+// admin sees it, and returns it.
+func (n *kubeadmNode) waitReady(what, name string) v1.Node {
+	n.t.Helper()
+	var node v1.Node
+	eventually(n.t, 60*time.Second, what+" Ready", func() bool {
+		return n.kubectl(&node, "get", "node", name) == nil && isReady(&node)
 	})
+	return node
 }
 
 // kubeadmProc is a kubeadm command running in a node.
