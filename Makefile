@@ -6,7 +6,7 @@ export PATH := /root/.cache/nodeagent-rig/bin:/usr/local/go/bin:$(PATH)
 .PHONY: build install uninstall test unit fuzz e2e chaos bench conformance run rig-up rig-down deps controlplane lint clean test-host
 
 build:
-	$(GO) build -o bin/nodeagent ./cmd/nodeagent
+	GO=$(GO) bash hack/build.sh bin/nodeagent
 
 # Install as a service: the binary, the systemd unit (Type=notify, with a
 # watchdog), a default KubeletConfiguration at /etc/nodeagent/config.yaml

@@ -110,7 +110,7 @@ build_all() {
 	build agnhost "$K8S_VERSION" go build -trimpath -ldflags "-s -w" -o "$BIN/agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
 	build nnp "$K8S_VERSION" go build -trimpath -ldflags "-s -w" -o "$BIN/nnp.tmp" k8s.io/kubernetes/test/images/nonewprivs
 	log "building bin/nodeagent and the control plane helper from the work tree"
-	go build -o bin/nodeagent ./cmd/nodeagent
+	bash hack/build.sh bin/nodeagent
 	go build -o "$DIR/controlplane" ./hack/conformance/controlplane
 }
 

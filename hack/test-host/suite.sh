@@ -34,7 +34,7 @@ mkdir -p "$SHARE/src/bin" "$SHARE/out"
 touch "$SHARE/.test-host-share"
 
 log "building nodeagent and the host suite"
-(cd "$ROOT" && go build -o "$SHARE/src/bin/nodeagent" ./cmd/nodeagent)
+bash "$ROOT/hack/build.sh" "$SHARE/src/bin/nodeagent"
 (cd "$ROOT" && go test -c -tags testhost -o "$SHARE/hosttest" ./test/host)
 cp -r "$ROOT/Makefile" "$ROOT/README.md" "$ROOT/deploy" "$SHARE/src/"
 cp "$HERE/guest-run.sh" "$SHARE/guest-run.sh"

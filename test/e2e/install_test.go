@@ -56,6 +56,9 @@ func TestMakeInstall(t *testing.T) {
 	if out, err := exec.Command(filepath.Join(dest, "usr/local/bin/nodeagent"), "--help").CombinedOutput(); !strings.Contains(string(out), "-config") {
 		t.Errorf("installed binary --help: %v\n%s", err, out)
 	}
+	if err := deadMethodsEliminated(filepath.Join(dest, "usr/local/bin/nodeagent")); err != nil {
+		t.Error(err)
+	}
 	cfg := filepath.Join(dest, "etc/nodeagent/config.yaml")
 	if err := os.WriteFile(cfg, []byte("# edited\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -48,10 +49,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "nodeagent")
-	build := exec.Command("go", "build", "-o", binary, "github.com/nodeagent/nodeagent/cmd/nodeagent")
+	build := exec.Command("bash", "../../hack/build.sh", binary)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build nodeagent:", err)
+		os.Exit(1)
+	}
+	if err := deadMethodsEliminated(binary); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
 	conn, err = cri.Dial(endpoint)
@@ -384,4 +389,26 @@ func startHostProcess(t *testing.T, name string, cmd *exec.Cmd) *syncBuffer {
 		}
 	})
 	return out
+}
+
+// deadMethodsEliminated fails when the binary at path links text/template's
+// executor (whose run-time MethodByName turns off the linker's dead-method
+// elimination for the whole program, ~26 MB more of mapped binary) or
+// golang.org/x/net/trace (which links it: gRPC without the grpcnotrace tag).
+func deadMethodsEliminated(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return fmt.Errorf("%s: symbols: %w", path, err)
+	}
+	for _, s := range syms {
+		if strings.HasPrefix(s.Name, "golang.org/x/net/trace.") || strings.HasPrefix(s.Name, "text/template.(*state).") {
+			return fmt.Errorf("%s links %s: the linker keeps every exported method (build with hack/build.sh)", path, s.Name)
+		}
+	}
+	return nil
 }
