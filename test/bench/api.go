@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
@@ -32,6 +37,7 @@ func apiPath(ctx context.Context) {
 	var upRun, upAPI, down, cpuUp []time.Duration
 	for r := 0; r < *bulkRuns; r++ {
 		names := map[string]bool{}
+		req0 := apiRequests(ctx, c)
 		cpu0, _ := procStat(a.cmd.Process.Pid)
 		t0 := time.Now()
 		var wg sync.WaitGroup
@@ -75,6 +81,9 @@ func apiPath(ctx context.Context) {
 		upAPI = append(upAPI, time.Since(t0))
 		cpu1, _ := procStat(a.cmd.Process.Pid)
 		cpuUp = append(cpuUp, cpu1-cpu0)
+		if r == *bulkRuns-1 {
+			printRequests(req0, apiRequests(ctx, c))
+		}
 		if r == *bulkRuns-1 {
 			time.Sleep(3 * time.Second) // let the start-up work settle
 			c0, _ := procStat(a.cmd.Process.Pid)
@@ -180,4 +189,51 @@ func apiBenchPod(name, node string) *v1.Pod {
 			Name: "main", Image: image, ImagePullPolicy: v1.PullIfNotPresent,
 			Command: []string{"sh", "-c", "trap 'exit 0' TERM; sleep 100000 & wait"},
 		}}}}
+}
+
+// apiRequests is the API server's apiserver_request_total by verb and
+// resource (with subresource), for the requests a start costs.
+func apiRequests(ctx context.Context, c *cluster.Cluster) map[string]float64 {
+	body, err := c.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		fail("API server metrics: " + err.Error())
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		fail("API server metrics: " + err.Error())
+	}
+	out := map[string]float64{}
+	if f := families["apiserver_request_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			key := l["verb"] + " " + l["resource"]
+			if l["subresource"] != "" {
+				key += "/" + l["subresource"]
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// printRequests prints the requests made between two apiRequests, all
+// clients' (the agent's, the controller manager's and the bench's own
+// creates and lists).
+func printRequests(before, after map[string]float64) {
+	var keys []string
+	for k, v := range after {
+		if v-before[k] >= 1 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, after[k]-before[k]))
+	}
+	fmt.Printf("  API requests while they start (all clients, last run): %s\n", strings.Join(parts, ", "))
 }
