@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ type StatusWriter struct {
 	// hands over (admitted or not): a mirror pod of such a name is never
 	// an orphan.
 	desired map[string]map[string]bool
+	// deleted holds the API pods this writer deleted (→ namespace/name)
+	// while the informer still has them: a removal told again (the
+	// pod's final status echoed back to the node) deletes nothing twice.
+	deleted map[types.UID]string
 }
 
 type entry struct {
@@ -83,7 +88,7 @@ func NewStatusWriter(cfg StatusConfig) (*StatusWriter, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "podstatus"}),
-		want: map[types.UID]*entry{}, static: map[string]types.UID{}, desired: map[string]map[string]bool{}}
+		want: map[types.UID]*entry{}, static: map[string]types.UID{}, desired: map[string]map[string]bool{}, deleted: map[types.UID]string{}}
 	// Events as client-go's recorder posts them: aggregated (similar
 	// events within 10 minutes become one with a count) and rate-limited
 	// per object.
@@ -159,6 +164,10 @@ func (w *StatusWriter) PodStatus(p *v1.Pod, s v1.PodStatus) {
 // is deleted.
 func (w *StatusWriter) PodRemoved(p *v1.Pod) {
 	w.mu.Lock()
+	if _, done := w.deleted[p.UID]; done {
+		w.mu.Unlock()
+		return
+	}
 	e := w.want[p.UID]
 	if e == nil {
 		e = &entry{pod: p}
@@ -231,6 +240,7 @@ func (w *StatusWriter) Run(ctx context.Context) {
 
 func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 	if uid == orphanKey {
+		w.forgetDeleted()
 		return w.deleteOrphanedMirrors(ctx)
 	}
 	w.mu.Lock()
@@ -285,6 +295,22 @@ func (w *StatusWriter) sync(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	return w.patchStatus(ctx, target, *s, observed(p, target))
+}
+
+// forgetDeleted forgets the deleted pods the informer no longer has.
+func (w *StatusWriter) forgetDeleted() {
+	w.mu.Lock()
+	deleted := maps.Clone(w.deleted)
+	w.mu.Unlock()
+	for uid, key := range deleted {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		if p, ok := w.cfg.Pods.Get(ns, name); ok && p.UID == uid {
+			continue
+		}
+		w.mu.Lock()
+		delete(w.deleted, uid)
+		w.mu.Unlock()
+	}
 }
 
 // observed is the generation a status computed for p reflects: p's own
@@ -426,6 +452,9 @@ func (w *StatusWriter) finish(ctx context.Context, p *v1.Pod) error {
 		}
 		err := w.deletePod(ctx, p.Namespace, p.Name, p.UID)
 		if err == nil {
+			w.mu.Lock()
+			w.deleted[p.UID] = p.Namespace + "/" + p.Name
+			w.mu.Unlock()
 			w.log.Info("pod deleted from the API server", zap.String("pod", p.Namespace+"/"+p.Name), zap.String("uid", string(p.UID)))
 		}
 		return err

@@ -225,6 +225,21 @@ func TestDeletedPodIsRemovedWithGraceZeroAndItsUID(t *testing.T) {
 	if opts.GracePeriodSeconds == nil || *opts.GracePeriodSeconds != 0 || opts.Preconditions == nil || *opts.Preconditions.UID != "u1" {
 		t.Fatalf("delete options = %+v, want grace 0 and UID u1", opts)
 	}
+	// Told again (its final status came back to the node while the
+	// informer still has it), the writer deletes nothing twice; once the
+	// informer has it no more, it is forgotten.
+	r.w.PodRemoved(podsource.MarkAPI(stored))
+	r.sync(t, "u1")
+	if ws := r.writes(); len(ws) != 0 {
+		t.Fatalf("writes = %v after the removal was told again, want none", ws)
+	}
+	if err := r.pods.Informer.GetStore().Delete(stored); err != nil {
+		t.Fatal(err)
+	}
+	r.sync(t, orphanKey)
+	if len(r.w.deleted) != 0 {
+		t.Fatalf("deleted = %v once the informer dropped the pod, want none", r.w.deleted)
+	}
 	// A pod removed from the node without a deletion (it finished) stays.
 	r2 := newStatusRig(t, apiPod("u3", "b", v1.PodSucceeded))
 	r2.w.PodRemoved(podsource.MarkAPI(apiPod("u3", "b", v1.PodSucceeded)))
