@@ -122,7 +122,21 @@ func apiPath(ctx context.Context) {
 	fmt.Printf("  %-44s %9s\n", fmt.Sprintf("%d API pods created → all Running in the API", n), median(upAPI).Round(time.Millisecond))
 	fmt.Printf("  %-44s %9s\n", fmt.Sprintf("%d API pods deleted → objects and sandboxes gone", n), median(down).Round(time.Millisecond))
 	fmt.Printf("  nodeagent CPU while %d API pods start: %v (median)\n", n, median(cpuUp))
-	fmt.Println("  (the same 30 as static pods: the \"30 pods up\" row above)")
+	a.stop()
+
+	// The same n as static pods of a standalone agent, on the same
+	// machine with the same control plane up: etcd's and the API
+	// server's share of the two cores (and etcd's fsyncs on the disk the
+	// agent writes its files to) weigh on the agent's CPU time in both.
+	s := startAgent("benchapistatic")
+	defer s.stop()
+	var cpuStatic []time.Duration
+	for r := 0; r < *bulkRuns; r++ {
+		_, cpu, _ := s.staticRound(ctx, n)
+		cpuStatic = append(cpuStatic, cpu)
+	}
+	fmt.Printf("  nodeagent CPU while the same %d start as static pods, control plane up: %v (median); API / static %.2f×\n",
+		n, median(cpuStatic), median(cpuUp).Seconds()/median(cpuStatic).Seconds())
 	fmt.Println()
 }
 

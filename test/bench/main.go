@@ -202,6 +202,9 @@ func startAgent(node string, extra ...string) *agentProc {
 }
 
 func (a *agentProc) stop() {
+	if a.cmd.ProcessState != nil {
+		return // stopped already
+	}
 	a.cmd.Process.Signal(os.Interrupt)
 	a.cmd.Wait()
 	removeCgroups(benchCgroupRoot(a.node))
@@ -364,34 +367,14 @@ func bulk(ctx context.Context) {
 	defer a.stop()
 	var upA, upF, downA, downF, cpuUp []time.Duration
 	for r := 0; r < *bulkRuns; r++ {
-		names := map[string]bool{}
-		cpu0, _ := procStat(a.cmd.Process.Pid)
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			a.write(fmt.Sprintf("b%d", i))
-			names[fmt.Sprintf("b%d-bench30", i)] = true
-		}
-		var last time.Time
-		for name := range names {
-			if s := startedAt(ctx, name, 120*time.Second); s.After(last) {
-				last = s
-			}
-		}
-		upA = append(upA, last.Sub(t0))
-		cpu1, _ := procStat(a.cmd.Process.Pid)
-		cpuUp = append(cpuUp, cpu1-cpu0)
-		t0 = time.Now()
-		for i := 0; i < n; i++ {
-			a.remove(fmt.Sprintf("b%d", i))
-		}
-		gone(ctx, names, 120*time.Second)
-		downA = append(downA, time.Since(t0))
+		up, cpu, down := a.staticRound(ctx, n)
+		upA, cpuUp, downA = append(upA, up), append(cpuUp, cpu), append(downA, down)
 
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		pods := make([]floorPod, n)
-		last = time.Time{}
-		t0 = time.Now()
+		var last time.Time
+		t0 := time.Now()
 		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func(i int) {
@@ -419,6 +402,32 @@ func bulk(ctx context.Context) {
 	row(fmt.Sprintf("%d pods removed, all gone (median of %d)", n, *bulkRuns), downA, downF)
 	fmt.Printf("  nodeagent CPU while %d pods start: %v (median)\n", n, median(cpuUp))
 	fmt.Println()
+}
+
+// staticRound writes n pods' manifests at once for a, waits until all
+// their containers run, then removes them and waits until they are gone:
+// the time to all running, the agent's CPU meanwhile, the time to gone.
+func (a *agentProc) staticRound(ctx context.Context, n int) (up, cpu, down time.Duration) {
+	names := map[string]bool{}
+	cpu0, _ := procStat(a.cmd.Process.Pid)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		a.write(fmt.Sprintf("b%d", i))
+		names[fmt.Sprintf("b%d-%s", i, a.node)] = true
+	}
+	var last time.Time
+	for name := range names {
+		if s := startedAt(ctx, name, 120*time.Second); s.After(last) {
+			last = s
+		}
+	}
+	cpu1, _ := procStat(a.cmd.Process.Pid)
+	t1 := time.Now()
+	for i := 0; i < n; i++ {
+		a.remove(fmt.Sprintf("b%d", i))
+	}
+	gone(ctx, names, 120*time.Second)
+	return last.Sub(t0), cpu1 - cpu0, time.Since(t1)
 }
 
 func procStat(pid int) (cpu time.Duration, rssKiB int) {
