@@ -25,8 +25,8 @@ func main() {
 	}
 	if os.Getenv("GOGC") == "" {
 		// The agent's live heap is a few MiB; the default GOGC=100 lets it
-		// double before a collection. 50 keeps RSS near 30 MiB at 30 pods
-		// for little CPU (see README, Performance). GOGC overrides.
+		// double before a collection. 50 keeps the heap's share of the RSS
+		// small for little CPU (docs/performance.md). GOGC overrides.
 		debug.SetGCPercent(50)
 	}
 	args := os.Args[1:]

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -83,8 +84,6 @@ func apiPath(ctx context.Context) {
 		cpuUp = append(cpuUp, cpu1-cpu0)
 		if r == *bulkRuns-1 {
 			printRequests(req0, apiRequests(ctx, c))
-		}
-		if r == *bulkRuns-1 {
 			time.Sleep(3 * time.Second) // let the start-up work settle
 			c0, _ := procStat(a.cmd.Process.Pid)
 			time.Sleep(*idle)
@@ -213,7 +212,7 @@ func apiRequests(ctx context.Context, c *cluster.Cluster) map[string]float64 {
 		fail("API server metrics: " + err.Error())
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		fail("API server metrics: " + err.Error())
 	}
